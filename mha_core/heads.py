@@ -1,0 +1,54 @@
+"""Splitting the width into heads and merging it back.
+
+``split_heads``: ``(..., N, h*d) -> (..., N, h, d) -> (..., h, N, d)``, a reshape then a transpose.
+``merge_heads`` undoes it. Forgetting the transpose (reshaping straight to ``(h, N, d)``)
+gives the right shape and the wrong numbers: see ``notebooks/07_pitfalls``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._checks import check_positive_int
+
+
+def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
+    """Split the last axis into heads: ``(..., N, h*d) -> (..., h, N, d)``.
+
+    Returns a view of ``x`` (no copy) whenever ``x``'s layout allows one, which it does for
+    any C-contiguous input.
+
+    Parameters
+    ----------
+    x : ndarray of shape (..., N, h*d), at least 2-D
+    n_heads : int
+        ``h``; must divide ``x.shape[-1]``.
+    """
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
+    if x.ndim < 2:
+        raise ValueError(f"x must have at least 2 dimensions (..., N, h*d), got shape {x.shape}")
+    h = check_positive_int(n_heads, "n_heads")
+    *lead, n, width = x.shape
+    if width % h:
+        raise ValueError(f"n_heads={h} does not divide the last axis of x (width {width})")
+    x = x.reshape(*lead, n, h, width // h)  # (..., N, h, d)
+    return np.swapaxes(x, -3, -2)  # (..., h, N, d)
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    """Concatenate heads back into one width: ``(..., h, N, d) -> (..., N, h*d)``.
+
+    This is the "concat" of the texts; head ``i`` lands in columns ``i*d:(i+1)*d``.
+
+    Parameters
+    ----------
+    x : ndarray of shape (..., h, N, d), at least 3-D
+    """
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
+    if x.ndim < 3:
+        raise ValueError(f"x must have at least 3 dimensions (..., h, N, d), got shape {x.shape}")
+    *lead, h, n, d = x.shape
+    x = np.swapaxes(x, -3, -2)  # (..., N, h, d)
+    return x.reshape(*lead, n, h * d)  # (..., N, h*d)  (copies: the heads are interleaved back)
