@@ -71,8 +71,10 @@ def scaled_dot_product_attention(
         check_mask(mask, "mask", scores_shape)
     if scale is None:
         scale = 1.0 / np.sqrt(q.shape[-1])
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating)) or not np.isfinite(scale):
-        raise TypeError(f"scale must be a finite float, got {scale!r}")
+    elif isinstance(scale, bool) or not isinstance(scale, (int, float, np.integer, np.floating)):
+        raise TypeError(f"scale must be a float, got {type(scale).__name__} {scale!r}")
+    elif not np.isfinite(scale):
+        raise ValueError(f"scale must be finite, got scale={scale}")
     check_memory(scores_shape, q.dtype, max_bytes, "the attention scores")
 
     t = tracer or NO_TRACER
