@@ -75,6 +75,8 @@ def as_rng(rng) -> np.random.Generator:
     if rng is None or isinstance(rng, np.random.Generator):
         return np.random.default_rng(rng)
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        if rng < 0:
+            raise ValueError(f"rng must be a non-negative int seed, got rng={rng}")
         return np.random.default_rng(int(rng))
     raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
 
@@ -97,8 +99,12 @@ def init_params(config: MHAConfig, rng=None, dtype=np.float32) -> dict[str, np.n
     """
     if not isinstance(config, MHAConfig):
         raise TypeError(f"config must be an MHAConfig, got {type(config).__name__}")
-    if np.dtype(dtype) not in FLOAT_DTYPES:
-        raise TypeError(f"dtype must be float32 or float64, got {np.dtype(dtype)}")
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"dtype must be float32 or float64, got {dtype!r}") from None
+    if dtype not in FLOAT_DTYPES:
+        raise TypeError(f"dtype must be float32 or float64, got {dtype}")
     gen = as_rng(rng)
     d_model, h, n_kv, d_k = config.d_model, config.n_heads, config.n_kv, config.d_k
     shapes = {

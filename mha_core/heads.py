@@ -28,6 +28,8 @@ def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
         raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
     if x.ndim < 2:
         raise ValueError(f"x must have at least 2 dimensions (..., N, h*d), got shape {x.shape}")
+    if 0 in x.shape:
+        raise ValueError(f"x must not have an empty axis, got shape {x.shape}")
     h = check_positive_int(n_heads, "n_heads")
     *lead, n, width = x.shape
     if width % h:
@@ -49,6 +51,8 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
         raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
     if x.ndim < 3:
         raise ValueError(f"x must have at least 3 dimensions (..., h, N, d), got shape {x.shape}")
+    if 0 in x.shape:
+        raise ValueError(f"x must not have an empty axis, got shape {x.shape}")
     *lead, h, n, d = x.shape
     x = np.swapaxes(x, -3, -2)  # (..., N, h, d)
     return x.reshape(*lead, n, h * d)  # (..., N, h*d)  (copies: the heads are interleaved back)

@@ -128,7 +128,7 @@ def _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max
 def _project(t, name: str, x: np.ndarray, W: np.ndarray, b) -> np.ndarray:
     """``x @ W (+ b)`` on the flattened tokens: (..., N, d_in) -> (..., N, d_out)."""
     lead = x.shape[:-1]
-    y = t.matmul(name, x.reshape(-1, x.shape[-1]), W)  # (B*N, d_in) @ (d_in, d_out) -> (B*N, d_out)
+    y = t.matmul(name, x.reshape(-1, x.shape[-1]), W, shape=(*lead, W.shape[1]))  # (B*N, d_in) @ (d_in, d_out) -> (B*N, d_out)
     if b is not None:
         y += b
     return y.reshape(*lead, W.shape[1])  # (..., N, d_out)
@@ -236,18 +236,23 @@ def multi_head_attention_per_head(
     lead, n_q, n_k = c.x.shape[:-2], c.x.shape[-2], c.x_kv.shape[-2]
     full_mask = None if c.mask is None else np.broadcast_to(c.mask, (*lead, c.h, n_q, n_k))
     head_outs, head_weights = [], []
+    kv_heads = {}  # j -> (K_j, V_j): with GQA a key/value head is computed once and shared
     for i in range(c.h):
         j = i // c.group  # the key/value head this query head reads
-        q_cols, k_cols, v_cols = slice(i * d_k, (i + 1) * d_k), slice(j * d_k, (j + 1) * d_k), slice(j * d_v, (j + 1) * d_v)
+        q_cols = slice(i * d_k, (i + 1) * d_k)
         Q_i = t.matmul(f"Q_{i}", c.x, p["W_Q"][:, q_cols])  # (..., N_q, d_k)
-        K_i = t.matmul(f"K_{i}", c.x_kv, p["W_K"][:, k_cols])  # (..., N_k, d_k)
-        V_i = t.matmul(f"V_{i}", c.x_kv, p["W_V"][:, v_cols])  # (..., N_k, d_v)
         if "b_Q" in p:
             Q_i = Q_i + p["b_Q"][q_cols]
-        if "b_K" in p:
-            K_i = K_i + p["b_K"][k_cols]
-        if "b_V" in p:
-            V_i = V_i + p["b_V"][v_cols]
+        if j not in kv_heads:
+            k_cols, v_cols = slice(j * d_k, (j + 1) * d_k), slice(j * d_v, (j + 1) * d_v)
+            K_j = t.matmul(f"K_{j}", c.x_kv, p["W_K"][:, k_cols])  # (..., N_k, d_k)
+            V_j = t.matmul(f"V_{j}", c.x_kv, p["W_V"][:, v_cols])  # (..., N_k, d_v)
+            if "b_K" in p:
+                K_j = K_j + p["b_K"][k_cols]
+            if "b_V" in p:
+                V_j = V_j + p["b_V"][v_cols]
+            kv_heads[j] = (K_j, V_j)
+        K_i, V_i = kv_heads[j]  # (..., N_k, d_k), (..., N_k, d_v)
         mask_i = None if full_mask is None else full_mask[..., i, :, :]  # (..., N_q, N_k)
         head_i, w_i = scaled_dot_product_attention(Q_i, K_i, V_i, mask_i, tracer=t, max_bytes=c.max_bytes)  # (..., N_q, d_v)
         if c.head_mask is not None:

@@ -24,11 +24,16 @@ class Tracer:
         self.steps.append((name, tuple(a.shape)))
         return a
 
-    def matmul(self, name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Return ``a @ b`` and note its MACs: one per output element per summed index."""
+    def matmul(self, name: str, a: np.ndarray, b: np.ndarray, *, shape: tuple[int, ...] | None = None) -> np.ndarray:
+        """Return ``a @ b`` and note its MACs: one per output element per summed index.
+
+        ``shape`` is the shape to note instead of the product's own, for a matmul run on
+        flattened tokens ``(B*N, d)`` whose result the caller reshapes back to ``(B, N, d)``.
+        """
         out = a @ b  # (..., M, K) @ (..., K, P) -> (..., M, P)
         self.macs.append((name, int(out.size) * int(a.shape[-1])))
-        return self.record(name, out)
+        self.steps.append((name, tuple(out.shape if shape is None else shape)))
+        return out
 
     def total_macs(self, prefix: str = "") -> int:
         """Sum of recorded MACs whose step name starts with ``prefix``."""
@@ -43,7 +48,7 @@ class _NoTracer:
         return a
 
     @staticmethod
-    def matmul(name: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def matmul(name: str, a: np.ndarray, b: np.ndarray, *, shape=None) -> np.ndarray:
         return a @ b  # (..., M, K) @ (..., K, P) -> (..., M, P)
 
 
@@ -71,10 +76,16 @@ def trace_config(config, n: int, *, batch: int | None = None, seed: int = 0, **k
     Returns the full ``Tracer`` (steps and MACs).
     """
     from ._checks import check_positive_int
-    from .config import init_params
+    from .config import MHAConfig, init_params
     from .mha import multi_head_attention
 
+    if not isinstance(config, MHAConfig):
+        raise TypeError(f"config must be an MHAConfig, got {type(config).__name__}")
     n = check_positive_int(n, "n")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be a non-negative int, got {type(seed).__name__} {seed!r}")
+    if seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got seed={seed}")
     rng = np.random.default_rng(seed)
     lead = () if batch is None else (check_positive_int(batch, "batch"),)
     x = rng.standard_normal((*lead, n, config.d_model)).astype(np.float32)  # (B?, N, d_model)
