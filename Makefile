@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check mha_core tests benchmarks notebooks
+	$(BIN)/ruff check .
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
