@@ -1,0 +1,236 @@
+"""The backward pass of attention, written by hand: one line per gradient.
+
+Each forward function here returns ``(out, cache)``; its backward takes ``(dout, cache)`` and
+returns a dict of gradients with the same keys and shapes as the inputs it differentiates.
+
+Scaled dot-product attention (one head, or many batched over leading axes)::
+
+    scores  = scale * q k^T        dq = scale * dscores k          (..., N_q, d_k)
+    weights = softmax(scores)      dk = scale * dscores^T q        (..., N_k, d_k)
+    out     = weights v            dv = weights^T dout             (..., N_k, d_v)
+
+    dweights = dout v^T
+    dscores  = weights * (dweights - sum(dweights * weights, over keys))
+
+A masked score is ``-inf``, its weight is exactly 0, so its ``dscores`` is exactly 0 too:
+masks need no special case in the backward pass.
+
+Multi-head attention adds the projections, the split into heads, GQA's shared key/value heads
+(their gradient is the sum over the query heads of the group) and ``W_O``. The forward here
+runs the same steps as ``mha_core.multi_head_attention`` (and the tests check it gives the
+same output); it only keeps the intermediate arrays the backward pass needs.
+
+Symbols: ``B`` batch (optional), ``N_q``/``N_k``, ``h``, ``n_kv``, ``g = h // n_kv``,
+``d_k``, ``d_v``, ``d_model``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._checks import check_float_array
+from .attention import scaled_dot_product_attention
+from .heads import merge_heads, split_heads
+from .mha import _validate
+
+Cache = dict[str, Any]
+
+
+def _unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sum ``grad`` over the axes that broadcasting added or stretched, back to ``shape``."""
+    while grad.ndim > len(shape):
+        grad = grad.sum(axis=0)  # drop a leading axis that broadcasting added
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    return grad.sum(axis=stretched, keepdims=True) if stretched else grad
+
+
+def _check_dout(dout, like: np.ndarray, name: str = "dout") -> np.ndarray:
+    dout = check_float_array(dout, name)
+    if dout.shape != like.shape:
+        raise ValueError(f"{name} must have the forward output's shape {like.shape}, got {dout.shape}")
+    return dout
+
+
+def _check_cache(cache, kind: str) -> Cache:
+    if not isinstance(cache, dict) or cache.get("kind") != kind:
+        got = cache.get("kind") if isinstance(cache, dict) else type(cache).__name__
+        raise TypeError(f"cache must be the cache returned by {kind}_forward, got {got!r}")
+    return cache
+
+
+# ---------------------------------------------------------------------------------------------
+# scaled dot-product attention
+
+
+def attention_forward(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray | None = None,
+    scale: float | None = None,
+) -> tuple[np.ndarray, Cache]:
+    """``scaled_dot_product_attention`` that also returns what its backward pass needs.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional
+        True = may attend.
+    scale : float, optional
+        Default ``1 / sqrt(d_k)``.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v)
+    cache : dict
+        ``q, k, v, weights, scale``; pass it to ``attention_backward``.
+    """
+    out, weights = scaled_dot_product_attention(q, k, v, mask, scale)  # validates every argument
+    scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else float(scale)
+    return out, {"kind": "attention", "q": q, "k": k, "v": v, "weights": weights, "scale": scale}
+
+
+def attention_backward(dout: np.ndarray, cache: Cache) -> dict[str, np.ndarray]:
+    """Gradients of ``attention_forward`` with respect to ``q``, ``k`` and ``v``.
+
+    Parameters
+    ----------
+    dout : ndarray of shape (..., N_q, d_v)
+        Gradient of the loss with respect to the forward output.
+    cache : dict
+        From ``attention_forward``.
+
+    Returns
+    -------
+    dict with ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)``, each of the
+    shape of the forward input (gradients of broadcast inputs are summed back).
+    """
+    c = _check_cache(cache, "attention")
+    q, k, v, weights, scale = c["q"], c["k"], c["v"], c["weights"], c["scale"]
+    lead = weights.shape[:-2]
+    dout = _check_dout(dout, np.empty((*lead, q.shape[-2], v.shape[-1]), dtype=q.dtype))
+    dweights = dout @ np.swapaxes(v, -1, -2)  # (..., N_q, d_v) @ (..., d_v, N_k) -> (..., N_q, N_k)
+    dscores = weights * (dweights - (dweights * weights).sum(-1, keepdims=True))  # (..., N_q, N_k)
+    dq = scale * dscores @ k  # (..., N_q, N_k) @ (..., N_k, d_k) -> (..., N_q, d_k)
+    dk = scale * np.swapaxes(dscores, -1, -2) @ q  # (..., N_k, N_q) @ (..., N_q, d_k) -> (..., N_k, d_k)
+    dv = np.swapaxes(weights, -1, -2) @ dout  # (..., N_k, N_q) @ (..., N_q, d_v) -> (..., N_k, d_v)
+    return {"q": _unbroadcast(dq, q.shape), "k": _unbroadcast(dk, k.shape), "v": _unbroadcast(dv, v.shape)}
+
+
+# ---------------------------------------------------------------------------------------------
+# multi-head attention
+
+
+def mha_forward(
+    x: np.ndarray,
+    params: dict[str, np.ndarray],
+    n_heads: int,
+    *,
+    x_kv: np.ndarray | None = None,
+    mask: np.ndarray | None = None,
+    causal: bool = False,
+    n_kv_heads: int | None = None,
+    head_mask: np.ndarray | None = None,
+) -> tuple[np.ndarray, Cache]:
+    """``multi_head_attention`` that also returns what its backward pass needs.
+
+    Takes the arguments of ``mha_core.multi_head_attention`` (see there) and validates them
+    the same way.
+
+    Returns
+    -------
+    out : ndarray of the shape of ``x``, (N_q, d_model) or (B, N_q, d_model)
+    cache : dict
+        Inputs and intermediates (``Q, K, V`` as heads, ``heads``, ``concat``, the attention
+        cache); pass it to ``mha_backward``. ``cache["weights"]`` has shape (..., h, N_q, N_k).
+    """
+    cross = x_kv is not None
+    c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, None)
+    lead, n_q, n_k, g = c.x.shape[:-2], c.x.shape[-2], c.x_kv.shape[-2], c.group
+    Q = c.x @ params["W_Q"]  # (..., N_q, d_model) @ (d_model, h*d_k) -> (..., N_q, h*d_k)
+    K = c.x_kv @ params["W_K"]  # (..., N_k, d_model) @ (d_model, n_kv*d_k) -> (..., N_k, n_kv*d_k)
+    V = c.x_kv @ params["W_V"]  # (..., N_k, d_model) @ (d_model, n_kv*d_v) -> (..., N_k, n_kv*d_v)
+    for name, a in (("b_Q", Q), ("b_K", K), ("b_V", V)):
+        if name in params:
+            a += params[name]
+    Qh = split_heads(Q, c.h).reshape(*lead, c.n_kv, g, n_q, c.d_k)  # (..., n_kv, g, N_q, d_k)
+    Kh = split_heads(K, c.n_kv)[..., :, None, :, :]  # (..., n_kv, 1, N_k, d_k), shared by the group
+    Vh = split_heads(V, c.n_kv)[..., :, None, :, :]  # (..., n_kv, 1, N_k, d_v)
+    m = c.mask
+    if m is not None:
+        m = np.broadcast_to(m, (*lead, c.h, n_q, n_k)).reshape(*lead, c.n_kv, g, n_q, n_k)  # (..., n_kv, g, N_q, N_k)
+    heads, att = attention_forward(Qh, Kh, Vh, m)  # (..., n_kv, g, N_q, d_v)
+    heads = heads.reshape(*lead, c.h, n_q, c.d_v)  # (..., h, N_q, d_v)
+    kept = heads if c.head_mask is None else heads * c.head_mask[:, None, None]  # (..., h, N_q, d_v)
+    concat = merge_heads(kept)  # (..., N_q, h*d_v)
+    out = concat @ params["W_O"]  # (..., N_q, h*d_v) @ (h*d_v, d_model) -> (..., N_q, d_model)
+    if "b_O" in params:
+        out += params["b_O"]
+    cache = {
+        "kind": "mha", "x": c.x, "x_kv": c.x_kv, "cross": cross, "params": params, "h": c.h,
+        "n_kv": c.n_kv, "head_mask": c.head_mask, "heads": heads, "concat": concat, "att": att,
+        "weights": att["weights"].reshape(*lead, c.h, n_q, n_k), "out_shape": out.shape,
+    }
+    return out, cache
+
+
+def mha_backward(dout: np.ndarray, cache: Cache) -> dict[str, np.ndarray]:
+    """Gradients of ``mha_forward``.
+
+    Parameters
+    ----------
+    dout : ndarray of shape (..., N_q, d_model)
+        Gradient of the loss with respect to the layer's output.
+    cache : dict
+        From ``mha_forward``.
+
+    Returns
+    -------
+    dict with ``x`` (..., N_q, d_model); ``x_kv`` (..., N_k, d_model) for cross-attention (for
+    self-attention the key/value path is already summed into ``x``); one entry per weight and
+    bias in ``params`` (``W_Q (d_model, h*d_k)`` and so on); and ``head_mask`` (h,) when a
+    head mask was given: d loss / d head_mask[i] is a first-order estimate of what removing
+    head ``i`` would change.
+    """
+    c = _check_cache(cache, "mha")
+    p, x, x_kv, h, n_kv = c["params"], c["x"], c["x_kv"], c["h"], c["n_kv"]
+    dout = _check_dout(dout, np.empty(c["out_shape"], dtype=x.dtype))
+    lead, n_q, n_k = x.shape[:-2], x.shape[-2], x_kv.shape[-2]
+    d_model, d_model_kv = x.shape[-1], x_kv.shape[-1]
+    heads, concat = c["heads"], c["concat"]
+    d_k, d_v = p["W_Q"].shape[1] // h, heads.shape[-1]
+    grads: dict[str, np.ndarray] = {}
+
+    dout2 = dout.reshape(-1, d_model)  # (B*N_q, d_model)
+    grads["W_O"] = concat.reshape(-1, h * d_v).T @ dout2  # (h*d_v, B*N_q) @ (B*N_q, d_model)
+    if "b_O" in p:
+        grads["b_O"] = dout2.sum(0)  # (d_model,)
+    dconcat = dout @ p["W_O"].T  # (..., N_q, d_model) @ (d_model, h*d_v) -> (..., N_q, h*d_v)
+    dkept = split_heads(dconcat, h)  # (..., h, N_q, d_v)
+    if c["head_mask"] is not None:
+        grads["head_mask"] = (dkept * heads).reshape(-1, h, n_q * d_v).sum((0, 2))  # (h,)
+        dkept = dkept * c["head_mask"][:, None, None]  # (..., h, N_q, d_v)
+    dheads = dkept.reshape(*lead, n_kv, h // n_kv, n_q, d_v)  # (..., n_kv, g, N_q, d_v)
+    d = attention_backward(dheads, c["att"])  # q (..., n_kv, g, N_q, d_k); k, v (..., n_kv, 1, N_k, d)
+    dQ = merge_heads(d["q"].reshape(*lead, h, n_q, d_k))  # (..., N_q, h*d_k)
+    dK = merge_heads(d["k"].reshape(*lead, n_kv, n_k, d_k))  # (..., N_k, n_kv*d_k)
+    dV = merge_heads(d["v"].reshape(*lead, n_kv, n_k, d_v))  # (..., N_k, n_kv*d_v)
+
+    x2, xkv2 = x.reshape(-1, d_model), x_kv.reshape(-1, d_model_kv)  # (B*N_q, d_model), (B*N_k, d_model)
+    grads["W_Q"] = x2.T @ dQ.reshape(-1, h * d_k)  # (d_model, B*N_q) @ (B*N_q, h*d_k)
+    grads["W_K"] = xkv2.T @ dK.reshape(-1, n_kv * d_k)  # (d_model, B*N_k) @ (B*N_k, n_kv*d_k)
+    grads["W_V"] = xkv2.T @ dV.reshape(-1, n_kv * d_v)  # (d_model, B*N_k) @ (B*N_k, n_kv*d_v)
+    for name, dY in (("b_Q", dQ), ("b_K", dK), ("b_V", dV)):
+        if name in p:
+            grads[name] = dY.reshape(-1, dY.shape[-1]).sum(0)  # (width,)
+    dx = dQ @ p["W_Q"].T  # (..., N_q, h*d_k) @ (h*d_k, d_model) -> (..., N_q, d_model)
+    dx_kv = dK @ p["W_K"].T + dV @ p["W_V"].T  # (..., N_k, d_model)
+    if c["cross"]:
+        grads["x"], grads["x_kv"] = dx, dx_kv
+    else:
+        grads["x"] = dx + dx_kv  # self-attention: x feeds the queries, keys and values
+    return grads
