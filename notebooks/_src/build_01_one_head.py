@@ -214,9 +214,54 @@ cells = [
     fig.suptitle("Perturbing head 2's W_Q, W_K, W_V: where the output moves")
     plt.show()
     """),
-    md("## 5 · Exercise"),
+    md(r"""
+    ## 5 · Exercise: the scale and the head's attention
+
+    The checkers in `mha_core.exercises` run your answer on seeded inputs, compare it with
+    `mha_core`, and name the mistake when your answer matches a known wrong one.
+
+    **(a)** The logits $QK^\top$ are multiplied by a scale before the softmax. For the large layer
+    ($d_{model}=4096$, $h=32$), a first attempt uses the model width:
+    """),
     code("""
-    # EXERCISE PLACEHOLDER
+    from mha_core.exercises import check_attention, check_scale
+
+    attempt = check_scale(1 / np.sqrt(big.d_model), d_model=big.d_model, n_heads=big.h)
+    assert not attempt.ok and attempt.pitfall == "scale_sqrt_d_model"
+    attempt
+    """),
+    md("The dot products inside one head sum over $d_k$ terms, so the head's own width sets the scale:"),
+    code("""
+    attempt = check_scale(1 / np.sqrt(big.d_k), d_model=big.d_model, n_heads=big.h)
+    assert attempt.ok
+    attempt
+    """),
+    md(r"""
+    **(b)** Write one head's attention, `attention(q, k, v, mask=None)`, with `softmax` from
+    `mha_core` (its `mask` argument takes True = may attend). A first attempt forgets the scale:
+    """),
+    code("""
+    from mha_core import softmax
+
+
+    def attention_try1(q, k, v, mask=None):
+        scores = q @ np.swapaxes(k, -1, -2)  # (..., N_q, N_k)
+        return softmax(scores, axis=-1, mask=mask) @ v  # (..., N_q, d_v)
+
+
+    attempt = check_attention(attention_try1)
+    assert not attempt.ok and attempt.pitfall == "scale_missing"
+    attempt
+    """),
+    code("""
+    def attention_try2(q, k, v, mask=None):
+        scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., N_q, N_k), / sqrt(d_k)
+        return softmax(scores, axis=-1, mask=mask) @ v  # (..., N_q, d_v)
+
+
+    attempt = check_attention(attention_try2)
+    assert attempt.ok
+    attempt
     """),
     md(r"""
     ## Recap
@@ -228,6 +273,7 @@ cells = [
       per-head computation, and the fused layer equals the loop over heads.
     - Heads are independent inside attention (other heads bit-for-bit unchanged); only $W_O$ mixes
       them.
+    - The logits are scaled by $1/\sqrt{d_k}$, the head's width, not $1/\sqrt{d_{model}}$.
 
     Next: `02_shape_round_trip` follows every shape from $(N, d_{model})$ to heads and back.
     """),
