@@ -10,6 +10,8 @@ Where things live (one concept per module):
     mha        multi_head_attention, multi_head_attention_per_head, head_outputs, head_contributions
     counts     count_params, count_macs, kv_cache_bytes
     trace      Tracer, trace_shapes, trace_config
+    pitfalls   the classic mistakes, on purpose  (import mha_core.pitfalls; for notebook 07 and checkers)
+    exercises  check_* -> Feedback             (import mha_core.exercises; the notebooks' exercises)
 
 Conventions: ``Q = X @ W_Q`` with ``W_Q`` of shape ``(d_model, h*d_k)``; inputs ``(N, d_model)``
 or ``(B, N, d_model)``; symbols ``B, N, d_model, h, d_k, d_v, n_kv`` throughout.

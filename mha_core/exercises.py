@@ -1,0 +1,476 @@
+"""Checkers for the notebooks' exercises: run the reader's code, say what is right or wrong.
+
+Each ``check_*`` function takes the reader's function (or, for the scale, a number), runs it on
+seeded inputs and compares the result with ``mha_core``'s answer. When they differ it compares
+the result with each known mistake from ``mha_core.pitfalls`` and names the one that matches.
+It also reports a wrong shape, a wrong dtype, a NaN, an input modified in place, or an exception
+raised by the reader's code (as a message, never a traceback). The result is a ``Feedback``:
+
+    >>> from mha_core.exercises import check_split_heads
+    >>> check_split_heads(lambda x, h: x.reshape(*x.shape[:-2], h, x.shape[-2], -1))
+    Feedback (not yet, pitfall split_without_transpose): Your output matches the reshape-without-transpose answer ...
+
+Checkers are pure: the same function gives the same ``Feedback`` every time.
+"""
+
+from __future__ import annotations
+
+import html
+import numbers
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .attention import scaled_dot_product_attention
+from .config import MHAConfig, init_params
+from .heads import merge_heads, split_heads
+from .masks import causal_mask
+from .mha import multi_head_attention
+from .pitfalls import PITFALLS
+from .softmax import softmax
+
+__all__ = [
+    "Feedback",
+    "check_attention",
+    "check_causal_mask",
+    "check_merge_heads",
+    "check_multi_head_attention",
+    "check_scale",
+    "check_softmax",
+    "check_split_heads",
+]
+
+# Every checker draws its inputs from this seed, so a verdict never depends on luck and the
+# notebooks' stored outputs are reproducible.
+SEED = 0
+# float64 inputs and a tight tolerance: a correct float64 answer agrees to ~1e-15, while every
+# pitfall differs from the right answer by at least ~1e-2 on these inputs (tests/test_exercises.py).
+RTOL, ATOL = 1e-7, 1e-9
+# Sizes chosen pairwise different (N=5, h=4, d_k=3, B=2) so that a swapped axis always
+# changes the shape or the values, never both by coincidence.
+N, H, D_K, BATCH = 5, 4, 3, 2
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """A checker's verdict.
+
+    Attributes
+    ----------
+    ok : bool
+        True when the reader's answer matches ``mha_core``'s on every test case.
+    message : str
+        One readable paragraph: what was checked, and what is wrong if anything.
+    pitfall : str or None
+        The name of the recognised mistake (a key of ``mha_core.pitfalls.PITFALLS``), if any.
+    """
+
+    ok: bool
+    message: str
+    pitfall: str | None = None
+
+    def _headline(self) -> str:
+        if self.ok:
+            return "correct"
+        return "not yet" + (f", pitfall {self.pitfall}" if self.pitfall else "")
+
+    def __repr__(self) -> str:
+        return f"Feedback ({self._headline()}): {self.message}"
+
+    def _repr_html_(self) -> str:
+        # Blue for right, orange for wrong (readable with red-green colour blindness), plus a symbol.
+        colour, symbol = ("#2166ac", "&#10003;") if self.ok else ("#b35806", "&#10007;")
+        return (
+            f'<div style="border-left:5px solid {colour};padding:4px 10px;margin:4px 0">'
+            f'<b style="color:{colour}">{symbol} {html.escape(self._headline())}:</b> '
+            f"{html.escape(self.message)}</div>"
+        )
+
+
+# --------------------------------------------------------------------------- engine
+
+
+@dataclass(frozen=True)
+class _Case:
+    """One seeded test input: the arguments, the right answer and each candidate pitfall's answer."""
+
+    label: str
+    args: tuple
+    expected: np.ndarray
+    wrong: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def _check_callable(fn, name: str = "fn") -> None:
+    if not callable(fn):
+        raise TypeError(f"{name} must be a callable (your function), got {type(fn).__name__} {fn!r}")
+
+
+def _copy_args(args: tuple) -> tuple:
+    """Fresh copies of the arrays (and of dicts of arrays) so the reader's code can't touch the originals."""
+
+    def copy(a):
+        if isinstance(a, np.ndarray):
+            return a.copy()
+        if isinstance(a, dict):
+            return {k: copy(v) for k, v in a.items()}
+        return a
+
+    return tuple(copy(a) for a in args)
+
+
+def _unchanged(a, b) -> bool:
+    """True if the reader's copy ``a`` still equals the original ``b``."""
+    if isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and a.shape == b.shape and np.array_equal(a, b, equal_nan=True)
+    if isinstance(b, dict):
+        return isinstance(a, dict) and a.keys() == b.keys() and all(_unchanged(a[k], b[k]) for k in b)
+    return True
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.shape != b.shape:
+        return False
+    if a.dtype == np.bool_ or b.dtype == np.bool_:
+        return a.dtype == b.dtype and bool(np.array_equal(a, b))
+    return bool(np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True))
+
+
+def _call(fn: Callable, args: tuple):
+    """Run the reader's code quietly: numpy warnings are silenced (a NaN is reported instead)."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return fn(*args)
+
+
+def _match_pitfall(got: np.ndarray, case: _Case) -> Feedback | None:
+    for name, wrong in case.wrong.items():
+        if _same(got, wrong):
+            p = PITFALLS[name]
+            return Feedback(False, f"Your output matches {p.answer} (on {case.label}). Fix: {p.explanation}.", name)
+    return None
+
+
+def _run(
+    fn: Callable,
+    cases: Sequence[_Case],
+    what: str,
+    *,
+    unpack_first: bool = False,
+    shape_hint: Callable[[tuple, _Case], str | None] | None = None,
+    value_hint: Callable[[np.ndarray, _Case], str | None] | None = None,
+) -> Feedback:
+    """Run ``fn`` on every case and return the first problem found, or a success."""
+    for case in cases:
+        args = _copy_args(case.args)
+        try:
+            got = _call(fn, args)
+        except Exception as e:  # the reader's bug is reported, not raised
+            return Feedback(False, f"Your function raised {type(e).__name__}: {e} ({case.label}).")
+        if unpack_first and isinstance(got, tuple) and got:
+            got = got[0]  # (out, weights) -> out
+        if not isinstance(got, np.ndarray):
+            return Feedback(
+                False, f"Your function returned a {type(got).__name__}; expected a numpy ndarray ({case.label})."
+            )
+        if not all(_unchanged(a, b) for a, b in zip(args, case.args, strict=True)):
+            return Feedback(
+                False, f"Your function modified its input in place ({case.label}); work on a copy."
+            )
+        exp = case.expected
+        if got.shape != exp.shape:
+            hint = shape_hint(got.shape, case) if shape_hint else None
+            return Feedback(
+                False,
+                f"Wrong shape ({case.label}): expected {exp.shape}, got {got.shape}." + (f" {hint}" if hint else ""),
+            )
+        if got.dtype != exp.dtype:
+            if exp.dtype == np.bool_:
+                same_pattern = np.array_equal(got.astype(bool), exp) if got.dtype.kind in "biuf" else False
+                extra = " The True/False pattern is right; return it as bool." if same_pattern else ""
+                return Feedback(
+                    False, f"Wrong dtype ({case.label}): a mask must be bool (True = may attend), got {got.dtype}.{extra}"
+                )
+            return Feedback(
+                False,
+                f"Wrong dtype ({case.label}): the input was {exp.dtype} and the answer must be too, got {got.dtype}.",
+            )
+        if _same(got, exp):
+            continue
+        named = _match_pitfall(got, case)
+        if named is not None:
+            return named
+        if got.dtype.kind == "f" and not np.isfinite(got).all():
+            bad = int(got.size - np.count_nonzero(np.isfinite(got)))
+            return Feedback(False, f"Your output holds {bad:,} NaN or inf values ({case.label}).")
+        hint = value_hint(got, case) if value_hint else None
+        if exp.dtype == np.bool_:
+            wrong = int(np.count_nonzero(got != exp))
+            detail = f"{wrong:,} of {exp.size:,} entries differ"
+        else:
+            detail = f"largest error {float(np.max(np.abs(got - exp))):.3g}"
+        return Feedback(
+            False, f"Right shape, wrong values ({case.label}): {detail}." + (f" {hint}" if hint else "")
+        )
+    plural = "s" if len(cases) > 1 else ""
+    return Feedback(True, f"{what} matches mha_core on {len(cases)} seeded case{plural}.")
+
+
+def _rows_hint(got: np.ndarray, case: _Case) -> str | None:
+    """For weights: say along which axis they do sum to 1, if not the last."""
+    if np.allclose(got.sum(axis=-1), 1.0):
+        return None
+    for axis in range(got.ndim - 1):
+        if np.allclose(got.sum(axis=axis), 1.0):
+            return (f"Your values sum to 1 along axis {axis}, not along the last axis (the keys): "
+                    f"the softmax ran over the wrong axis.")
+    return None
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(SEED)
+
+
+# --------------------------------------------------------------------------- heads
+
+
+def check_split_heads(fn: Callable) -> Feedback:
+    """Check the reader's ``split_heads(x, n_heads)``: ``(..., N, h*d_k) -> (..., h, N, d_k)``.
+
+    Cases: ``x`` of shape (N, h*d_k) = (5, 12) with h=4, then with a batch axis (2, 5, 12).
+
+    Parameters
+    ----------
+    fn : callable ``fn(x, n_heads) -> ndarray``
+
+    Returns
+    -------
+    Feedback
+    """
+    _check_callable(fn)
+    rng, cases = _rng(), []
+    for label, shape in (("x of shape (N, d_model)", (N, H * D_K)), ("x of shape (B, N, d_model)", (BATCH, N, H * D_K))):
+        x = rng.standard_normal(shape)  # (B?, N, h*d_k)
+        wrong = {"split_without_transpose": PITFALLS["split_without_transpose"].fn(x, H)}
+        cases.append(_Case(f"{label} = {shape}, h={H}", (x, H), split_heads(x, H), wrong))
+
+    def shape_hint(got, case):
+        x = case.args[0]
+        if got == (*x.shape[:-1], H, D_K):
+            return "That is (..., N, h, d_k): you reshaped but did not move the head axis in front of N."
+        return None
+
+    return _run(fn, cases, "split_heads", shape_hint=shape_hint)
+
+
+def check_merge_heads(fn: Callable) -> Feedback:
+    """Check the reader's ``merge_heads(x)``: ``(..., h, N, d_v) -> (..., N, h*d_v)``.
+
+    Cases: ``x`` of shape (h, N, d_v) = (4, 5, 3), then with a batch axis (2, 4, 5, 3).
+
+    Parameters
+    ----------
+    fn : callable ``fn(x) -> ndarray``
+
+    Returns
+    -------
+    Feedback
+    """
+    _check_callable(fn)
+    rng, cases = _rng(), []
+    for label, shape in (("x of shape (h, N, d_v)", (H, N, D_K)), ("x of shape (B, h, N, d_v)", (BATCH, H, N, D_K))):
+        x = rng.standard_normal(shape)  # (B?, h, N, d_v)
+        wrong = {"merge_without_transpose": PITFALLS["merge_without_transpose"].fn(x)}
+        cases.append(_Case(f"{label} = {shape}", (x,), merge_heads(x), wrong))
+
+    def shape_hint(got, case):
+        x = case.args[0]
+        if got == (*x.shape[:-3], N, H, D_K):
+            return "That is (..., N, h, d_v): after the transpose, reshape the last two axes into one."
+        return None
+
+    return _run(fn, cases, "merge_heads", shape_hint=shape_hint)
+
+
+# --------------------------------------------------------------------------- scale
+
+# (d_model, h) pairs: the texts' worked example, their large model, and a small one.
+_SCALE_CONFIGS = ((512, 8), (4096, 32), (64, 2))
+
+
+def _scale_verdict(value, d_model: int, h: int, where: str) -> Feedback | None:
+    """None if ``value`` is the right multiplier ``1/sqrt(d_k)``, else a diagnosis."""
+    d_k = d_model // h
+    right = 1.0 / np.sqrt(d_k)
+    if np.isclose(value, right, rtol=1e-6):
+        return None
+    known = (
+        (1.0 / np.sqrt(d_model), "scale_sqrt_d_model",
+         f"Your scale matches 1/sqrt(d_model) = {1 / np.sqrt(d_model):.4g} ({where}): "
+         f"{PITFALLS['scale_sqrt_d_model'].explanation}."),
+        (1.0, "scale_missing",
+         f"Your scale is 1 ({where}): {PITFALLS['scale_missing'].explanation}."),
+        (np.sqrt(d_k), None,
+         f"Your scale is sqrt(d_k) = {np.sqrt(d_k):.4g} ({where}): that is the divisor; the scale "
+         f"multiplies the logits, so it is 1/sqrt(d_k)."),
+        (1.0 / d_k, None,
+         f"Your scale is 1/d_k = {1 / d_k:.4g} ({where}): take the square root, 1/sqrt(d_k); the "
+         f"logits' standard deviation grows like sqrt(d_k), not d_k."),
+        (np.sqrt(d_model), None,
+         f"Your scale is sqrt(d_model) = {np.sqrt(d_model):.4g} ({where}): wrong width and "
+         f"multiplied instead of divided; the scale is 1/sqrt(d_k)."),
+    )
+    for wrong, name, message in known:
+        if np.isclose(value, wrong, rtol=1e-6):
+            return Feedback(False, message, name)
+    return Feedback(False, f"Your scale is {float(value):.4g} ({where}); expected 1/sqrt(d_k) = {right:.4g}.")
+
+
+def check_scale(fn_or_value, *, d_model: int = 512, n_heads: int = 8) -> Feedback:
+    """Check the softmax temperature: the number the logits ``Q K^T`` are MULTIPLIED by.
+
+    Parameters
+    ----------
+    fn_or_value : float or callable ``fn(d_model, n_heads) -> float``
+        A number is checked for ``d_model`` and ``n_heads`` below. A function is called for
+        several (d_model, h) pairs, so a hard-coded number is caught.
+    d_model, n_heads : int, default 512 and 8
+        The layer a plain number refers to (the texts' worked example: d_k = 64).
+
+    Returns
+    -------
+    Feedback; the right answer is ``1 / sqrt(d_k)`` with ``d_k = d_model / h``.
+    """
+    config = MHAConfig(d_model, n_heads)  # validates d_model and n_heads
+    if callable(fn_or_value):
+        for dm, h in _SCALE_CONFIGS:
+            where = f"d_model={dm}, h={h}"
+            try:
+                value = _call(fn_or_value, (dm, h))
+            except Exception as e:
+                return Feedback(False, f"Your function raised {type(e).__name__}: {e} ({where}).")
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                return Feedback(False, f"Your function returned a {type(value).__name__}; expected a number ({where}).")
+            verdict = _scale_verdict(value, dm, h, where)
+            if verdict is not None:
+                return verdict
+        return Feedback(True, f"1/sqrt(d_k) for all {len(_SCALE_CONFIGS)} layer sizes tried.")
+    if isinstance(fn_or_value, bool) or not isinstance(fn_or_value, numbers.Real):
+        raise TypeError(
+            f"fn_or_value must be a number or a callable fn(d_model, n_heads), got {type(fn_or_value).__name__}"
+        )
+    where = f"d_model={config.d_model}, h={config.h}, d_k={config.d_k}"
+    verdict = _scale_verdict(fn_or_value, config.d_model, config.h, where)
+    if verdict is not None:
+        return verdict
+    return Feedback(True, f"1/sqrt(d_k) = {1 / np.sqrt(config.d_k):.4g} for {where}.")
+
+
+# --------------------------------------------------------------------------- masks and softmax
+
+
+def check_causal_mask(fn: Callable) -> Feedback:
+    """Check the reader's ``causal_mask(n)``: bool ``(N, N)``, True where key j <= query i.
+
+    Cases: N = 5 and N = 1.
+
+    Parameters
+    ----------
+    fn : callable ``fn(n) -> bool ndarray of shape (N, N)``
+
+    Returns
+    -------
+    Feedback
+    """
+    _check_callable(fn)
+    names = ("causal_mask_upper", "causal_mask_without_diagonal", "causal_mask_inverted")
+    cases = [
+        _Case(f"n={n}", (n,), causal_mask(n), {name: PITFALLS[name].fn(n) for name in names})
+        for n in (N, 1)
+    ]
+    return _run(fn, cases, "causal_mask")
+
+
+def check_softmax(fn: Callable) -> Feedback:
+    """Check the reader's ``softmax(x)`` over the last axis (the keys) of scores ``(..., N_q, N_k)``.
+
+    Cases: moderate logits of shape (h, N_q, N_k) = (4, 5, 6), then logits near 1000 where a
+    naive ``exp`` overflows.
+
+    Parameters
+    ----------
+    fn : callable ``fn(x) -> ndarray`` of the same shape
+
+    Returns
+    -------
+    Feedback
+    """
+    _check_callable(fn)
+    rng = _rng()
+    small = 2.0 * rng.standard_normal((H, N, N + 1))  # (h, N_q, N_k)
+    large = 1000.0 + 5.0 * rng.standard_normal((H, N, N + 1))  # (h, N_q, N_k), exp overflows
+    cases = []
+    for label, x in (("moderate logits", small), ("logits near 1000", large)):
+        wrong = {name: PITFALLS[name].fn(x) for name in ("softmax_over_queries", "softmax_unstable")}
+        cases.append(_Case(f"{label}, shape {x.shape}", (x,), softmax(x, axis=-1), wrong))
+    return _run(fn, cases, "softmax", value_hint=_rows_hint)
+
+
+# --------------------------------------------------------------------------- attention
+
+
+def check_attention(fn: Callable, *, with_mask: bool = True) -> Feedback:
+    """Check the reader's ``attention(q, k, v, mask=None)`` (scaled dot-product attention).
+
+    Inputs have a heads axis: q, k, v of shape (h, N, d_k) = (4, 5, 3), so d_model = 12 and a
+    sqrt(d_model) scale can be told apart from sqrt(d_k). The function may return ``out`` or
+    ``(out, weights)``; ``out`` is compared.
+
+    Parameters
+    ----------
+    fn : callable ``fn(q, k, v, mask=None) -> out`` or ``-> (out, weights)``
+        ``mask`` is a bool (N_q, N_k) array, True = may attend.
+    with_mask : bool, default True
+        Also check a call with a causal mask. Pass False for an attempt without mask support.
+
+    Returns
+    -------
+    Feedback
+    """
+    _check_callable(fn)
+    if not isinstance(with_mask, bool):
+        raise TypeError(f"with_mask must be a bool, got {type(with_mask).__name__}")
+    rng = _rng()
+    q, k, v = (rng.standard_normal((H, N, D_K)) for _ in range(3))  # (h, N, d_k) each
+    names = ("scale_sqrt_d_model", "scale_missing", "attention_softmax_over_queries", "mask_after_softmax")
+    cases = []
+    masks = ((None, "no mask"), (causal_mask(N), "causal mask")) if with_mask else ((None, "no mask"),)
+    for mask, label in masks:
+        args = (q, k, v) if mask is None else (q, k, v, mask)
+        expected, _ = scaled_dot_product_attention(q, k, v, mask)  # (h, N, d_v)
+        wrong = {name: PITFALLS[name].fn(q, k, v, mask)[0] for name in names}
+        cases.append(_Case(f"q, k, v of shape {q.shape}, {label}", args, expected, wrong))
+    return _run(fn, cases, "attention", unpack_first=True)
+
+
+def check_multi_head_attention(fn: Callable) -> Feedback:
+    """Check the reader's ``mha(x, params, n_heads)`` against ``multi_head_attention``.
+
+    Case: x of shape (N, d_model) = (5, 12), h = 4, weights from ``init_params`` (float64, seeded).
+
+    Parameters
+    ----------
+    fn : callable ``fn(x, params, n_heads) -> ndarray of shape (N, d_model)``
+
+    Returns
+    -------
+    Feedback
+    """
+    _check_callable(fn)
+    rng = _rng()
+    params = init_params(MHAConfig(H * D_K, H), rng, dtype=np.float64)
+    x = rng.standard_normal((N, H * D_K))  # (N, d_model)
+    wrong = {"no_output_projection": PITFALLS["no_output_projection"].fn(x, params, H)}
+    case = _Case(f"x of shape {x.shape}, h={H}", (x, params, H), multi_head_attention(x, params, H), wrong)
+    return _run(fn, [case], "multi_head_attention", unpack_first=True)

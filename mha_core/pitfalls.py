@@ -1,0 +1,463 @@
+"""The classic multi-head attention mistakes, written down on purpose.
+
+Each function here mirrors a correct ``mha_core`` function with exactly ONE deliberate error,
+marked ``<- the error`` in the code. They exist for two reasons:
+
+* ``notebooks/07_pitfalls`` runs them next to the correct code and measures the damage;
+* ``mha_core.exercises`` runs them on the same seeded inputs as a reader's attempt, so a
+  wrong attempt can be named ("your output matches the sqrt(d_model)-scaled answer").
+
+Never use them for anything else. ``PITFALLS`` maps each mistake's name to its function and a
+one-line explanation. ``attention_entropy`` measures how spread out attention weights are.
+
+Symbols: ``h`` heads, ``N_q``/``N_k`` query/key lengths, ``d_k``/``d_v`` per-head widths,
+``d_model = h * d_k``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+
+from ._checks import check_float_array, check_mask, check_positive_int
+from .heads import merge_heads
+from .mha import head_outputs
+from .softmax import softmax
+
+__all__ = [
+    "PITFALLS",
+    "Pitfall",
+    "attention_entropy",
+    "attention_mask_after_softmax",
+    "attention_scaled_by_sqrt_d_model",
+    "attention_softmax_over_queries",
+    "attention_without_scale",
+    "causal_mask_inverted",
+    "causal_mask_upper",
+    "causal_mask_without_diagonal",
+    "merge_heads_without_transpose",
+    "multi_head_attention_without_w_o",
+    "softmax_over_queries",
+    "softmax_without_max_subtraction",
+    "split_heads_without_transpose",
+]
+
+
+# --------------------------------------------------------------------------- attention core
+
+
+def _check_qkv(q, k, v, mask, *, need_heads: bool = False):
+    """Validate ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)`` and the mask."""
+    min_ndim = 3 if need_heads else 2
+    q, k, v = (check_float_array(a, name) for a, name in ((q, "q"), (k, "k"), (v, "v")))
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        if a.ndim < min_ndim:
+            axes = "(..., h, N, d)" if need_heads else "(..., N, d)"
+            raise ValueError(f"{name} must have at least {min_ndim} dimensions {axes}, got shape {a.shape}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must have the same d_k, got q {q.shape} and k {k.shape}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have the same N_k, got k {k.shape} and v {v.shape}")
+    if mask is not None:
+        lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+        check_mask(mask, "mask", (*lead, q.shape[-2], k.shape[-2]))
+    return q, k, v
+
+
+def attention_scaled_by_sqrt_d_model(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """WRONG: divides the logits by ``sqrt(d_model)`` instead of ``sqrt(d_k)``.
+
+    The dot products sum over ``d_k`` terms, so ``sqrt(d_k)`` is what brings them back to unit
+    scale. Dividing by ``sqrt(d_model) = sqrt(h * d_k)`` shrinks every logit by a further
+    ``sqrt(h)``, which flattens the softmax towards uniform weights.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., h, N_q, d_k)
+        The heads axis is required: it is how ``d_model = h * d_k`` is known.
+    k : ndarray of shape (..., h, N_k, d_k)
+    v : ndarray of shape (..., h, N_k, d_v)
+    mask : bool ndarray broadcastable to (..., h, N_q, N_k), optional. True = may attend.
+
+    Returns
+    -------
+    out : ndarray of shape (..., h, N_q, d_v)
+    weights : ndarray of shape (..., h, N_q, N_k)
+    """
+    q, k, v = _check_qkv(q, k, v, mask, need_heads=True)
+    d_model = q.shape[-3] * q.shape[-1]  # h * d_k
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(d_model)  # (..., h, N_q, N_k)  <- the error
+    weights = softmax(scores, axis=-1, mask=mask)  # (..., h, N_q, N_k)
+    return weights @ v, weights  # (..., h, N_q, d_v), (..., h, N_q, N_k)
+
+
+def attention_without_scale(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """WRONG: forgets the ``1/sqrt(d_k)`` scale altogether.
+
+    The logits' spread then grows like ``sqrt(d_k)``, and the softmax saturates towards one-hot
+    rows whose gradients vanish.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional. True = may attend.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v)
+    weights : ndarray of shape (..., N_q, N_k)
+    """
+    q, k, v = _check_qkv(q, k, v, mask)
+    scores = q @ np.swapaxes(k, -1, -2)  # (..., N_q, N_k)  <- the error: no / sqrt(d_k)
+    weights = softmax(scores, axis=-1, mask=mask)  # (..., N_q, N_k)
+    return weights @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
+
+
+def attention_softmax_over_queries(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """WRONG: normalises each column (over the queries) instead of each row (over the keys).
+
+    Each query's weights must be a probability distribution over the keys it reads. Over the
+    wrong axis, the columns sum to 1 and a query's row can sum to anything.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional. True = may attend.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v)
+    weights : ndarray of shape (..., N_q, N_k); its columns sum to 1, its rows do not.
+    """
+    q, k, v = _check_qkv(q, k, v, mask)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., N_q, N_k)
+    weights = softmax(scores, axis=-2, mask=mask)  # (..., N_q, N_k)  <- the error: axis=-2
+    return weights @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
+
+
+def attention_mask_after_softmax(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """WRONG: applies the mask after the softmax by zeroing weights, without renormalising.
+
+    The softmax has already spread probability over the masked (future) keys, so the remaining
+    weights of a row sum to less than 1 and their relative sizes were set with the future in view.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional. True = may attend.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v)
+    weights : ndarray of shape (..., N_q, N_k); masked rows sum to less than 1.
+    """
+    q, k, v = _check_qkv(q, k, v, mask)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., N_q, N_k)
+    weights = softmax(scores, axis=-1)  # (..., N_q, N_k), every key including the future
+    if mask is not None:
+        weights = np.where(mask, weights, 0.0).astype(q.dtype)  # (..., N_q, N_k)  <- the error
+    return weights @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
+
+
+# --------------------------------------------------------------------------- softmax
+
+
+def softmax_over_queries(x: np.ndarray) -> np.ndarray:
+    """WRONG: softmax of scores ``(..., N_q, N_k)`` over axis -2 (the queries) instead of -1 (the keys).
+
+    Parameters
+    ----------
+    x : float ndarray of shape (..., N_q, N_k), at least 2-D
+
+    Returns
+    -------
+    ndarray of the same shape; its columns sum to 1, its rows do not.
+    """
+    x = check_float_array(x, "x")
+    if x.ndim < 2:
+        raise ValueError(f"x must have at least 2 dimensions (..., N_q, N_k), got shape {x.shape}")
+    return softmax(x, axis=-2)  # (..., N_q, N_k)  <- the error: axis=-2
+
+
+def softmax_without_max_subtraction(x: np.ndarray) -> np.ndarray:
+    """WRONG: the textbook formula ``exp(x) / sum(exp(x))`` without subtracting the row maximum.
+
+    Correct for small logits, but ``exp`` overflows to ``inf`` above about 709 (float64) or 88
+    (float32), and ``inf / inf`` is NaN. Overflow warnings are silenced: the NaN is the point.
+
+    Parameters
+    ----------
+    x : float ndarray of shape (..., N_k)
+
+    Returns
+    -------
+    ndarray of the same shape; NaN in every row whose largest logit overflows.
+    """
+    x = check_float_array(x, "x")
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(x)  # (..., N_k)  <- the error: no x - max(x) first
+        return e / e.sum(axis=-1, keepdims=True)  # (..., N_k)
+
+
+# --------------------------------------------------------------------------- causal masks
+
+
+def causal_mask_upper(n: int) -> np.ndarray:
+    """WRONG: the upper triangle, so each query may attend itself and the FUTURE, not the past.
+
+    Parameters
+    ----------
+    n : int
+        Sequence length ``N``.
+
+    Returns
+    -------
+    bool ndarray of shape (N, N), True = may attend.
+    """
+    n = check_positive_int(n, "n")
+    return np.triu(np.ones((n, n), dtype=bool))  # (N, N)  <- the error: triu instead of tril
+
+
+def causal_mask_without_diagonal(n: int) -> np.ndarray:
+    """WRONG: the strict lower triangle, so a token may not attend to itself.
+
+    The first query then has no allowed key at all.
+
+    Parameters
+    ----------
+    n : int
+        Sequence length ``N``.
+
+    Returns
+    -------
+    bool ndarray of shape (N, N), True = may attend.
+    """
+    n = check_positive_int(n, "n")
+    return np.tri(n, n, k=-1, dtype=bool)  # (N, N)  <- the error: k=-1 drops the diagonal
+
+
+def causal_mask_inverted(n: int) -> np.ndarray:
+    """WRONG: True marks the BLOCKED positions (the opposite of mha_core's True = may attend).
+
+    Both conventions exist in the wild (PyTorch's ``nn.MultiheadAttention`` boolean
+    ``attn_mask`` uses True = blocked), so mixing them up is easy and silent.
+
+    Parameters
+    ----------
+    n : int
+        Sequence length ``N``.
+
+    Returns
+    -------
+    bool ndarray of shape (N, N), True = may NOT attend.
+    """
+    n = check_positive_int(n, "n")
+    return ~np.tri(n, n, dtype=bool)  # (N, N)  <- the error: inverted
+
+
+# --------------------------------------------------------------------------- heads
+
+
+def split_heads_without_transpose(x: np.ndarray, n_heads: int) -> np.ndarray:
+    """WRONG: ``(..., N, h*d) -> (..., h, N, d)`` by one reshape, without the transpose.
+
+    The shape is right, so nothing crashes, but the reshape reads the values in memory order:
+    "head 0" gets the first ``N/h`` tokens' full rows chopped into pieces, not column block 0
+    of every token.
+
+    Parameters
+    ----------
+    x : ndarray of shape (..., N, h*d), at least 2-D
+    n_heads : int
+        ``h``; must divide ``x.shape[-1]``.
+
+    Returns
+    -------
+    ndarray of shape (..., h, N, d) holding scrambled values.
+    """
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
+    if x.ndim < 2:
+        raise ValueError(f"x must have at least 2 dimensions (..., N, h*d), got shape {x.shape}")
+    h = check_positive_int(n_heads, "n_heads")
+    *lead, n, width = x.shape
+    if width % h:
+        raise ValueError(f"n_heads={h} does not divide the last axis of x (width {width})")
+    return x.reshape(*lead, h, n, width // h)  # (..., h, N, d)  <- the error: no (N, h, d) + swapaxes
+
+
+def merge_heads_without_transpose(x: np.ndarray) -> np.ndarray:
+    """WRONG: ``(..., h, N, d) -> (..., N, h*d)`` by one reshape, without moving heads back beside each other.
+
+    Row ``n`` of the result should be ``[head_0[n], head_1[n], ...]``; instead it is a run of
+    consecutive values of head 0, then head 1, in memory order.
+
+    Parameters
+    ----------
+    x : ndarray of shape (..., h, N, d), at least 3-D
+
+    Returns
+    -------
+    ndarray of shape (..., N, h*d) holding scrambled values.
+    """
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
+    if x.ndim < 3:
+        raise ValueError(f"x must have at least 3 dimensions (..., h, N, d), got shape {x.shape}")
+    *lead, h, n, d = x.shape
+    return x.reshape(*lead, n, h * d)  # (..., N, h*d)  <- the error: no swapaxes(-3, -2) first
+
+
+# --------------------------------------------------------------------------- the whole layer
+
+
+def multi_head_attention_without_w_o(x, params, n_heads, *, causal: bool = False) -> np.ndarray:
+    """WRONG: multi-head attention that stops at the concat and never applies ``W_O``.
+
+    The shape is still ``(..., N, d_model)`` (because ``h * d_v = d_model``), but output columns
+    ``i*d_v:(i+1)*d_v`` hold head ``i`` alone: the heads never mix.
+
+    Parameters
+    ----------
+    x : ndarray of shape (N, d_model) or (B, N, d_model)
+    params : dict of weights from ``init_params`` (``W_O`` is ignored, which is the error)
+    n_heads : int
+        ``h``.
+    causal : bool, default False
+
+    Returns
+    -------
+    ndarray of shape (..., N, h*d_v)
+    """
+    heads = head_outputs(x, params, n_heads, causal=causal)  # (..., h, N, d_v), validated there
+    return merge_heads(heads)  # (..., N, h*d_v)  <- the error: no @ params["W_O"]
+
+
+# --------------------------------------------------------------------------- measuring damage
+
+
+def attention_entropy(weights: np.ndarray) -> np.ndarray:
+    """Shannon entropy (nats) of each row of attention weights, with ``0 * log 0 = 0``.
+
+    ``log(N_k)`` means uniform attention (the row says nothing); 0 means one-hot.
+
+    Parameters
+    ----------
+    weights : float ndarray of shape (..., N_q, N_k), non-negative
+
+    Returns
+    -------
+    ndarray of shape (..., N_q)
+    """
+    w = check_float_array(weights, "weights")
+    if (w < 0).any():
+        raise ValueError("weights must be non-negative (attention weights are probabilities)")
+    logw = np.log(np.where(w > 0, w, 1.0))  # (..., N_q, N_k); log 1 = 0 where w == 0
+    return -(w * logw).sum(axis=-1)  # (..., N_q)
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class Pitfall:
+    """One named mistake.
+
+    Attributes
+    ----------
+    name : str
+        Registry key, e.g. ``"scale_sqrt_d_model"``.
+    fn : callable
+        The wrong function, same signature as the correct one it mirrors.
+    mirrors : str
+        The correct ``mha_core`` counterpart.
+    answer : str
+        How a matching output is described: "the sqrt(d_model)-scaled answer".
+    explanation : str
+        One line: what is wrong and why it matters.
+    """
+
+    name: str
+    fn: Callable
+    mirrors: str
+    answer: str
+    explanation: str
+
+
+_ALL = (
+    Pitfall(
+        "scale_sqrt_d_model", attention_scaled_by_sqrt_d_model, "scaled_dot_product_attention",
+        "the sqrt(d_model)-scaled answer",
+        "the dot products sum over d_k terms, so divide by sqrt(d_k); sqrt(d_model) over-damps "
+        "the logits by a further sqrt(h) and flattens the weights",
+    ),
+    Pitfall(
+        "scale_missing", attention_without_scale, "scaled_dot_product_attention",
+        "the unscaled answer (no 1/sqrt(d_k))",
+        "without 1/sqrt(d_k) the logits' spread grows like sqrt(d_k) and the softmax saturates",
+    ),
+    Pitfall(
+        "attention_softmax_over_queries", attention_softmax_over_queries, "scaled_dot_product_attention",
+        "the answer with the softmax taken over the queries (axis -2)",
+        "each query's weights must sum to 1 over the keys: take the softmax over the last axis",
+    ),
+    Pitfall(
+        "mask_after_softmax", attention_mask_after_softmax, "scaled_dot_product_attention",
+        "the answer masked after the softmax (weights zeroed, not renormalised)",
+        "mask the logits with -inf before the softmax; zeroing weights afterwards leaves rows "
+        "summing to less than 1, shaped by the future",
+    ),
+    Pitfall(
+        "softmax_over_queries", softmax_over_queries, "softmax",
+        "the softmax over the queries (axis -2)",
+        "scores are (N_q, N_k) and each query's row must sum to 1: normalise over the last axis",
+    ),
+    Pitfall(
+        "softmax_unstable", softmax_without_max_subtraction, "softmax",
+        "the softmax without the max subtraction (overflow -> NaN)",
+        "subtract each row's maximum before exp; the result is the same and exp can no longer overflow",
+    ),
+    Pitfall(
+        "causal_mask_upper", causal_mask_upper, "causal_mask",
+        "the upper-triangular mask (each token sees the future)",
+        "query i may attend keys j <= i: that is the lower triangle (np.tril / np.tri)",
+    ),
+    Pitfall(
+        "causal_mask_without_diagonal", causal_mask_without_diagonal, "causal_mask",
+        "the strictly lower-triangular mask (no token sees itself)",
+        "keep the diagonal: j <= i, not j < i; otherwise the first token attends to nothing",
+    ),
+    Pitfall(
+        "causal_mask_inverted", causal_mask_inverted, "causal_mask",
+        "the inverted mask (True = blocked)",
+        "in mha_core True means 'may attend'; your mask marks the blocked positions instead",
+    ),
+    Pitfall(
+        "split_without_transpose", split_heads_without_transpose, "split_heads",
+        "the reshape-without-transpose answer",
+        "reshape to (..., N, h, d_k) first, then swap the N and h axes; a single reshape to "
+        "(..., h, N, d_k) has the right shape and scrambled values",
+    ),
+    Pitfall(
+        "merge_without_transpose", merge_heads_without_transpose, "merge_heads",
+        "the reshape-without-transpose answer",
+        "swap the h and N axes back to (..., N, h, d_v) before reshaping to (..., N, h*d_v)",
+    ),
+    Pitfall(
+        "no_output_projection", multi_head_attention_without_w_o, "multi_head_attention",
+        "the concat without W_O",
+        "W_O is the only place the heads mix; without it output block i is head i alone",
+    ),
+)
+
+PITFALLS: MappingProxyType = MappingProxyType({p.name: p for p in _ALL})
+"""Read-only registry: pitfall name -> ``Pitfall``."""

@@ -1,0 +1,281 @@
+"""The exercise checkers: right answers pass, each known mistake is named, user bugs are reported."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mha_core as m
+from mha_core import exercises as ex
+from mha_core import pitfalls as pf
+from mha_core.exercises import Feedback
+
+# pitfall name -> the checker that must recognise it
+CHECKER_FOR = {
+    "scale_sqrt_d_model": ex.check_attention,
+    "scale_missing": ex.check_attention,
+    "attention_softmax_over_queries": ex.check_attention,
+    "mask_after_softmax": ex.check_attention,
+    "softmax_over_queries": ex.check_softmax,
+    "softmax_unstable": ex.check_softmax,
+    "causal_mask_upper": ex.check_causal_mask,
+    "causal_mask_without_diagonal": ex.check_causal_mask,
+    "causal_mask_inverted": ex.check_causal_mask,
+    "split_without_transpose": ex.check_split_heads,
+    "merge_without_transpose": ex.check_merge_heads,
+    "no_output_projection": ex.check_multi_head_attention,
+}
+
+
+def test_every_pitfall_has_a_checker():
+    assert set(CHECKER_FOR) == set(pf.PITFALLS)
+
+
+# ---------------------------------------------------------------- right answers pass
+
+
+def _split_einsum(x, h):
+    *lead, n, width = x.shape
+    return np.moveaxis(x.reshape(*lead, n, h, width // h), -2, -3)
+
+
+def _merge_concat(x):
+    return np.concatenate([x[..., i, :, :] for i in range(x.shape[-3])], axis=-1)
+
+
+def _attention_weights_only(q, k, v, mask=None):
+    return m.scaled_dot_product_attention(q, k, v, mask)[0]
+
+
+@pytest.mark.parametrize(
+    "checker, fn",
+    [
+        (ex.check_split_heads, m.split_heads),
+        (ex.check_split_heads, _split_einsum),
+        (ex.check_merge_heads, m.merge_heads),
+        (ex.check_merge_heads, _merge_concat),
+        (ex.check_causal_mask, m.causal_mask),
+        (ex.check_causal_mask, lambda n: np.tril(np.ones((n, n), dtype=bool))),
+        (ex.check_softmax, m.softmax),
+        (ex.check_attention, m.scaled_dot_product_attention),
+        (ex.check_attention, _attention_weights_only),
+        (ex.check_multi_head_attention, m.multi_head_attention),
+        (ex.check_multi_head_attention, m.multi_head_attention_per_head),
+        (ex.check_scale, lambda d_model, h: (d_model // h) ** -0.5),
+    ],
+)
+def test_right_answers_pass(checker, fn):
+    fb = checker(fn)
+    assert isinstance(fb, Feedback)
+    assert fb.ok, fb.message
+    assert fb.pitfall is None
+    assert "correct" in repr(fb)
+
+
+# ---------------------------------------------------------------- each pitfall is named
+
+
+@pytest.mark.parametrize("name", sorted(CHECKER_FOR))
+def test_each_pitfall_is_named(name):
+    fb = CHECKER_FOR[name](pf.PITFALLS[name].fn)
+    assert not fb.ok
+    assert fb.pitfall == name, fb.message
+    assert pf.PITFALLS[name].answer in fb.message
+    assert name in repr(fb)
+
+
+def test_sqrt_d_model_message_reads_as_promised():
+    fb = ex.check_attention(pf.attention_scaled_by_sqrt_d_model)
+    assert "your output matches the sqrt(d_model)-scaled answer" in fb.message.lower()
+
+
+def test_mask_after_softmax_is_only_visible_with_a_mask():
+    assert ex.check_attention(pf.attention_mask_after_softmax, with_mask=False).ok
+    assert ex.check_attention(pf.attention_mask_after_softmax).pitfall == "mask_after_softmax"
+
+
+# ---------------------------------------------------------------- the scale
+
+
+@pytest.mark.parametrize(
+    "value, ok, pitfall, words",
+    [
+        (1 / 8, True, None, "1/sqrt(d_k)"),
+        (np.float32(0.125), True, None, "1/sqrt(d_k)"),
+        (1 / np.sqrt(512), False, "scale_sqrt_d_model", "1/sqrt(d_model)"),
+        (1.0, False, "scale_missing", "is 1"),
+        (8.0, False, None, "divisor"),
+        (1 / 64, False, None, "square root"),
+        (np.sqrt(512), False, None, "sqrt(d_model)"),
+        (0.3, False, None, "expected 1/sqrt(d_k)"),
+    ],
+)
+def test_scale_values(value, ok, pitfall, words):
+    fb = ex.check_scale(value)
+    assert fb.ok is ok
+    assert fb.pitfall == pitfall
+    assert words in fb.message
+
+
+def test_scale_for_another_layer():
+    assert ex.check_scale(0.25, d_model=64, n_heads=4).ok
+    assert not ex.check_scale(0.125, d_model=64, n_heads=4).ok
+
+
+def test_scale_function_hard_coded_number_is_caught():
+    fb = ex.check_scale(lambda d_model, h: 0.125)  # right for 512/8 only
+    assert not fb.ok and "d_model=4096" in fb.message
+
+
+def test_scale_function_with_sqrt_d_model():
+    fb = ex.check_scale(lambda d_model, h: 1 / np.sqrt(d_model))
+    assert fb.pitfall == "scale_sqrt_d_model"
+
+
+def test_scale_function_returning_a_non_number_or_raising():
+    assert "returned a str" in ex.check_scale(lambda d, h: "0.125").message
+    assert "returned a bool" in ex.check_scale(lambda d, h: True).message
+    fb = ex.check_scale(lambda d, h: d / 0)
+    assert not fb.ok and "ZeroDivisionError" in fb.message
+
+
+@pytest.mark.parametrize("bad", [True, "0.125", None, [0.125]])
+def test_scale_argument_validation(bad):
+    with pytest.raises(TypeError, match="fn_or_value"):
+        ex.check_scale(bad)
+
+
+def test_scale_layer_validation():
+    with pytest.raises(ValueError, match="does not divide"):
+        ex.check_scale(0.1, d_model=10, n_heads=3)
+
+
+# ---------------------------------------------------------------- the reader's bugs
+
+
+ALL_CHECKERS = [
+    ex.check_split_heads,
+    ex.check_merge_heads,
+    ex.check_causal_mask,
+    ex.check_softmax,
+    ex.check_attention,
+    ex.check_multi_head_attention,
+]
+
+
+@pytest.mark.parametrize("checker", ALL_CHECKERS)
+def test_exceptions_in_user_code_are_reported_not_raised(checker):
+    def broken(*args):
+        raise RuntimeError("boom <here>")
+
+    fb = checker(broken)
+    assert not fb.ok and fb.pitfall is None
+    assert "RuntimeError: boom <here>" in fb.message
+    assert "Traceback" not in fb.message
+    assert "&lt;here&gt;" in fb._repr_html_()  # escaped in HTML
+
+
+@pytest.mark.parametrize("checker", ALL_CHECKERS)
+def test_wrong_signature_is_reported(checker):
+    fb = checker(lambda: None)
+    assert not fb.ok and "TypeError" in fb.message
+
+
+@pytest.mark.parametrize("checker", [*ALL_CHECKERS, ex.check_scale])
+@pytest.mark.parametrize("bad", [None, "split_heads", np.zeros(3)])
+def test_non_callables_are_refused(checker, bad):
+    with pytest.raises(TypeError, match="fn"):
+        checker(bad)
+
+
+@pytest.mark.parametrize("checker", ALL_CHECKERS)
+def test_a_number_is_not_a_function(checker):
+    with pytest.raises(TypeError, match="fn must be a callable"):
+        checker(3)
+
+
+@pytest.mark.parametrize("checker", ALL_CHECKERS)
+def test_non_array_results_are_reported(checker):
+    fb = checker(lambda *args: [[0.0]])
+    assert not fb.ok and "returned a list" in fb.message
+
+
+def test_wrong_shape_is_reported_with_a_hint():
+    fb = ex.check_split_heads(lambda x, h: x.reshape(*x.shape[:-1], h, -1))  # (N, h, d_k)
+    assert not fb.ok and "Wrong shape" in fb.message
+    assert "did not move the head axis" in fb.message
+    fb = ex.check_merge_heads(lambda x: np.swapaxes(x, -3, -2))  # (N, h, d_v): forgot the reshape
+    assert "Wrong shape" in fb.message and "reshape the last two axes" in fb.message
+    fb = ex.check_softmax(lambda x: x[..., 0])
+    assert "Wrong shape" in fb.message and fb.pitfall is None
+
+
+def test_split_that_ignores_the_batch_axis_fails_on_the_batch_case():
+    def split_2d_only(x, h):
+        n, width = x.shape  # breaks on (B, N, d_model)
+        return x.reshape(n, h, width // h).transpose(1, 0, 2)
+
+    fb = ex.check_split_heads(split_2d_only)
+    assert not fb.ok and "(B, N, d_model)" in fb.message and "ValueError" in fb.message
+
+
+def test_wrong_dtype_is_reported():
+    fb = ex.check_split_heads(lambda x, h: m.split_heads(x.astype(np.float32), h))
+    assert not fb.ok and "dtype" in fb.message and "float32" in fb.message
+    fb = ex.check_causal_mask(lambda n: np.tril(np.ones((n, n))))
+    assert "must be bool" in fb.message and "pattern is right" in fb.message
+    fb = ex.check_causal_mask(lambda n: np.triu(np.ones((n, n), dtype=int)))
+    assert "must be bool" in fb.message and "pattern is right" not in fb.message
+
+
+def test_in_place_modification_is_reported():
+    def softmax_in_place(x):
+        x -= x.max(axis=-1, keepdims=True)
+        np.exp(x, out=x)
+        x /= x.sum(axis=-1, keepdims=True)
+        return x
+
+    fb = ex.check_softmax(softmax_in_place)
+    assert not fb.ok and "in place" in fb.message
+
+    def mha_mutating_params(x, params, h):
+        params["W_O"][:] = 0.0
+        return m.multi_head_attention(x, params, h)
+
+    assert "in place" in ex.check_multi_head_attention(mha_mutating_params).message
+
+
+def test_nan_output_is_reported():
+    fb = ex.check_softmax(lambda x: np.full_like(x, np.nan))
+    assert not fb.ok and "NaN" in fb.message
+
+
+def test_unknown_wrong_values_get_a_generic_diagnosis():
+    fb = ex.check_attention(lambda q, k, v, mask=None: m.scaled_dot_product_attention(q, k, v, mask)[0] + 0.1)
+    assert not fb.ok and fb.pitfall is None and "largest error 0.1" in fb.message
+    fb = ex.check_causal_mask(lambda n: np.ones((n, n), dtype=bool))
+    assert not fb.ok and "entries differ" in fb.message
+
+
+def test_softmax_on_another_axis_is_explained():
+    fb = ex.check_softmax(lambda x: m.softmax(x, axis=0))
+    assert not fb.ok and "along axis 0" in fb.message
+
+
+def test_with_mask_must_be_bool():
+    with pytest.raises(TypeError, match="with_mask"):
+        ex.check_attention(m.scaled_dot_product_attention, with_mask=1)
+
+
+def test_checkers_are_deterministic():
+    a = ex.check_attention(pf.attention_without_scale)
+    b = ex.check_attention(pf.attention_without_scale)
+    assert a == b and repr(a) == repr(b)
+
+
+def test_feedback_reprs():
+    good, bad = Feedback(True, "fine"), Feedback(False, "x < y", "scale_missing")
+    assert repr(good) == "Feedback (correct): fine"
+    assert repr(bad) == "Feedback (not yet, pitfall scale_missing): x < y"
+    assert "&#10003;" in good._repr_html_() and "&#10007;" in bad._repr_html_()
+    assert "x &lt; y" in bad._repr_html_()

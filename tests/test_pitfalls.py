@@ -1,0 +1,197 @@
+"""Each pitfall is wrong in exactly the advertised way, and only that way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_core import (
+    MHAConfig,
+    causal_mask,
+    head_outputs,
+    init_params,
+    merge_heads,
+    multi_head_attention,
+    scaled_dot_product_attention,
+    softmax,
+    split_heads,
+)
+from mha_core import pitfalls as pf
+
+H, N, D_K = 4, 6, 8
+
+
+@pytest.fixture
+def qkv():
+    rng = np.random.default_rng(1)
+    return tuple(rng.standard_normal((H, N, D_K)) for _ in range(3))  # (h, N, d_k) each
+
+
+def test_sqrt_d_model_is_sdpa_with_the_wrong_scale(qkv):
+    q, k, v = qkv
+    out, w = pf.attention_scaled_by_sqrt_d_model(q, k, v)
+    ref_out, ref_w = scaled_dot_product_attention(q, k, v, scale=1 / np.sqrt(H * D_K))
+    np.testing.assert_allclose(out, ref_out, rtol=1e-12)
+    np.testing.assert_allclose(w, ref_w, rtol=1e-12)
+    right_out, right_w = scaled_dot_product_attention(q, k, v)
+    assert np.abs(out - right_out).max() > 1e-2
+    # over-damped logits: every row is flatter (higher entropy) than the right one
+    assert (pf.attention_entropy(w) > pf.attention_entropy(right_w)).all()
+
+
+def test_sqrt_d_model_needs_the_heads_axis():
+    x = np.ones((N, D_K))
+    with pytest.raises(ValueError, match="q must have at least 3 dimensions"):
+        pf.attention_scaled_by_sqrt_d_model(x, x, x)
+
+
+def test_unscaled_is_sdpa_with_scale_one(qkv):
+    q, k, v = qkv
+    out, w = pf.attention_without_scale(q, k, v)
+    ref_out, ref_w = scaled_dot_product_attention(q, k, v, scale=1.0)
+    np.testing.assert_allclose(out, ref_out, rtol=1e-12)
+    right_w = scaled_dot_product_attention(q, k, v)[1]
+    assert (w.max(-1) >= right_w.max(-1) - 1e-12).mean() > 0.9  # sharper almost everywhere
+
+
+def test_softmax_over_queries_normalises_columns(qkv):
+    q, k, v = qkv
+    _, w = pf.attention_softmax_over_queries(q, k, v)
+    np.testing.assert_allclose(w.sum(axis=-2), 1.0)
+    assert not np.allclose(w.sum(axis=-1), 1.0)
+    x = np.random.default_rng(2).standard_normal((3, 4, 5))
+    np.testing.assert_allclose(pf.softmax_over_queries(x), softmax(x, axis=-2))
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        pf.softmax_over_queries(np.ones(3))
+
+
+def test_mask_after_softmax_leaks_and_does_not_renormalise(qkv):
+    q, k, v = qkv
+    mask = causal_mask(N)
+    # without a mask there is nothing to get wrong
+    np.testing.assert_allclose(
+        pf.attention_mask_after_softmax(q, k, v)[0], scaled_dot_product_attention(q, k, v)[0]
+    )
+    _, w = pf.attention_mask_after_softmax(q, k, v, mask)
+    assert (w[..., ~mask] == 0).all()  # the future is zeroed ...
+    sums = w.sum(axis=-1)  # (h, N)
+    assert (sums[:, :-1] < 1 - 1e-6).all()  # ... but rows that had a future sum to less than 1
+    np.testing.assert_allclose(sums[:, -1], 1.0)  # the last query had no future to lose
+    # renormalising the rows recovers the right weights
+    right_w = scaled_dot_product_attention(q, k, v, mask)[1]
+    np.testing.assert_allclose(w / sums[..., None], right_w, rtol=1e-10)
+
+
+def test_unstable_softmax_agrees_when_small_and_overflows_when_large():
+    rng = np.random.default_rng(3)
+    small = rng.standard_normal((4, 7))
+    np.testing.assert_allclose(pf.softmax_without_max_subtraction(small), softmax(small), rtol=1e-12)
+    large = small + 1000.0
+    assert np.isnan(pf.softmax_without_max_subtraction(large)).all()
+    assert np.isfinite(softmax(large)).all()
+    big32 = (small + 100.0).astype(np.float32)  # exp(100) overflows float32
+    assert np.isnan(pf.softmax_without_max_subtraction(big32)).any()
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_wrong_causal_masks(n):
+    right = causal_mask(n)
+    np.testing.assert_array_equal(pf.causal_mask_upper(n), right.T)
+    np.testing.assert_array_equal(pf.causal_mask_without_diagonal(n), right & ~np.eye(n, dtype=bool))
+    assert not pf.causal_mask_without_diagonal(n)[0].any()  # the first token sees nothing
+    np.testing.assert_array_equal(pf.causal_mask_inverted(n), ~right)
+    for fn in (pf.causal_mask_upper, pf.causal_mask_without_diagonal, pf.causal_mask_inverted):
+        assert fn(n).dtype == np.bool_ and fn(n).shape == (n, n)
+
+
+@pytest.mark.parametrize(
+    "fn", [pf.causal_mask_upper, pf.causal_mask_without_diagonal, pf.causal_mask_inverted]
+)
+def test_wrong_masks_validate_n(fn):
+    with pytest.raises(ValueError, match="n must be a positive int"):
+        fn(0)
+    with pytest.raises(TypeError, match="n must be a positive int"):
+        fn(2.0)
+
+
+@pytest.mark.parametrize("shape", [(N, H * D_K), (2, N, H * D_K)])
+def test_split_without_transpose_has_right_shape_wrong_values(shape):
+    x = np.random.default_rng(4).standard_normal(shape)
+    wrong, right = pf.split_heads_without_transpose(x, H), split_heads(x, H)
+    assert wrong.shape == right.shape
+    assert not np.allclose(wrong, right)
+    # same multiset of numbers, only rearranged
+    np.testing.assert_array_equal(np.sort(wrong, axis=None), np.sort(right, axis=None))
+
+
+def test_split_without_transpose_is_harmless_only_in_degenerate_cases():
+    rng = np.random.default_rng(5)
+    one_token = rng.standard_normal((1, H * D_K))
+    np.testing.assert_array_equal(pf.split_heads_without_transpose(one_token, H), split_heads(one_token, H))
+    one_head = rng.standard_normal((N, D_K))
+    np.testing.assert_array_equal(pf.split_heads_without_transpose(one_head, 1), split_heads(one_head, 1))
+
+
+def test_merge_without_transpose_undoes_split_without_transpose_only():
+    x = np.random.default_rng(6).standard_normal((N, H * D_K))
+    np.testing.assert_array_equal(pf.merge_heads_without_transpose(pf.split_heads_without_transpose(x, H)), x)
+    heads = split_heads(x, H)  # (h, N, d_k)
+    assert not np.allclose(pf.merge_heads_without_transpose(heads), merge_heads(heads))
+
+
+def test_split_and_merge_validate():
+    with pytest.raises(TypeError, match="x must be a numpy.ndarray"):
+        pf.split_heads_without_transpose([[1.0]], 1)
+    with pytest.raises(ValueError, match="does not divide"):
+        pf.split_heads_without_transpose(np.ones((2, 6)), 4)
+    with pytest.raises(ValueError, match="at least 3 dimensions"):
+        pf.merge_heads_without_transpose(np.ones((2, 6)))
+
+
+def test_no_w_o_is_the_concat_and_keeps_heads_unmixed():
+    d_model, h = 16, 4
+    rng = np.random.default_rng(7)
+    params = init_params(MHAConfig(d_model, h), rng, dtype=np.float64)
+    x = rng.standard_normal((N, d_model))
+    concat = pf.multi_head_attention_without_w_o(x, params, h)
+    np.testing.assert_allclose(concat, merge_heads(head_outputs(x, params, h)))
+    np.testing.assert_allclose(concat @ params["W_O"], multi_head_attention(x, params, h), rtol=1e-10)
+    # change only head 0's query weights: only output block 0 moves without W_O ...
+    p2 = dict(params, W_Q=params["W_Q"].copy())
+    p2["W_Q"][:, :4] += 1.0
+    delta = np.abs(pf.multi_head_attention_without_w_o(x, p2, h) - concat).max(axis=0)  # (d_model,)
+    assert (delta[:4] > 1e-3).all() and (delta[4:] == 0).all()
+    # ... while with W_O every output column moves
+    full_delta = np.abs(multi_head_attention(x, p2, h) - multi_head_attention(x, params, h)).max(axis=0)
+    assert (full_delta > 1e-6).all()
+
+
+def test_attention_entropy():
+    n = 5
+    uniform = np.full((3, n), 1 / n)
+    np.testing.assert_allclose(pf.attention_entropy(uniform), np.log(n))
+    one_hot = np.eye(n)
+    np.testing.assert_allclose(pf.attention_entropy(one_hot), 0.0)
+    assert pf.attention_entropy(np.ones((2, 3, 4)) / 4).shape == (2, 3)
+    with pytest.raises(ValueError, match="non-negative"):
+        pf.attention_entropy(np.array([[-0.5, 1.5]]))
+
+
+def test_attention_pitfalls_validate(qkv):
+    q, k, v = qkv
+    with pytest.raises(ValueError, match="same d_k"):
+        pf.attention_without_scale(q, k[..., :2], v)
+    with pytest.raises(TypeError, match="mask must have dtype bool"):
+        pf.attention_mask_after_softmax(q, k, v, np.ones((N, N)))
+
+
+def test_registry():
+    assert len(pf.PITFALLS) >= 12
+    for name, p in pf.PITFALLS.items():
+        assert p.name == name
+        assert callable(p.fn) and p.fn.__name__ in pf.__all__
+        assert p.explanation and "\n" not in p.explanation
+        assert p.answer.startswith("the ")
+        assert "WRONG" in p.fn.__doc__
+    with pytest.raises(TypeError):
+        pf.PITFALLS["new"] = None  # read-only
