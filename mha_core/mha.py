@@ -276,6 +276,7 @@ def head_outputs(x, params, n_heads, **kwargs) -> np.ndarray:
     """
     c = _validate(x, params, n_heads, **_call_kwargs(kwargs))
     heads, _ = _heads_forward(c, kwargs.get("tracer") or NO_TRACER)
+    _check_output(heads, c)  # NaN/inf input -> an error naming it, as in multi_head_attention
     return heads  # (..., h, N_q, d_v)
 
 
