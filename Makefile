@@ -40,5 +40,11 @@ dashboard: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
 
+# torch is a benchmark reference only: installed here, never a package dependency.
+# BENCH_ARGS=--quick gives a CI-sized run; see `python -m benchmarks.run --help`.
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -1,0 +1,71 @@
+"""``make bench``: run every benchmark and write benchmarks/results.json and benchmarks/RESULTS.md.
+
+    python -m benchmarks.run            # the full grid, notebooks and dashboard (< ~10 min)
+    python -m benchmarks.run --quick    # a CI-sized run: B=1, float32, N <= 512 (about a minute)
+
+PyTorch is a benchmark reference only; ``make bench`` installs it (``torch==2.13.0``) first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import time
+
+from . import core, memory, report, suites
+from .timing import LoadMeter, machine_info
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small grid and few repetitions (CI-sized)")
+    parser.add_argument("--skip-notebooks", action="store_true", help="do not time the notebook suite")
+    parser.add_argument("--skip-dashboard", action="store_true", help="do not run the dashboard browser tests")
+    parser.add_argument("--out", default=str(suites.BENCH_DIR), help="folder for results.json and RESULTS.md")
+    args = parser.parse_args(argv)
+
+    t0 = time.perf_counter()
+    results: dict = {
+        "started_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "mode": "quick" if args.quick else "full",
+        "machine": machine_info(),
+        "load": {},
+    }
+    print(f"machine: {results['machine']['cpu']}, {results['machine']['cpus_available']} CPUs, "
+          f"numpy {results['machine']['numpy']} ({results['machine']['numpy_blas_threads']} BLAS threads), "
+          f"torch {results['machine'].get('torch')} ({results['machine'].get('torch_threads')} threads)")
+
+    sections = [
+        ("core", "core vs torch vs per-head, and the GEMM roofline", lambda: core.run(args.quick)),
+        ("memory", "peak memory of the forward", lambda: memory.run(args.quick)),
+    ]
+    if not args.skip_notebooks:
+        sections.append(("notebooks", "notebook suite under nbval", suites.notebooks))
+    if not args.skip_dashboard:
+        sections.append(("dashboard", "dashboard slider-to-pixels latency", suites.dashboard))
+    for key, title, fn in sections:
+        print(f"{title}:")
+        meter = LoadMeter()
+        results[key] = fn()
+        results["load"][key] = meter.stop()
+        print(f"  ({results['load'][key]['wall_s']:.0f} s; other processes used "
+              f"{results['load'][key]['other_cpus']:.2f} CPUs on average meanwhile)")
+    if args.skip_notebooks:
+        results["notebooks"] = {"status": "not measured", "reason": "--skip-notebooks"}
+    if args.skip_dashboard:
+        results["dashboard"] = {"status": "not measured", "reason": "--skip-dashboard"}
+    results["wall_s"] = time.perf_counter() - t0
+
+    out = suites.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out / "RESULTS.md").write_text(report.markdown(results))
+    print()
+    print(report.summary(results))
+    print(f"wrote {out / 'results.json'} and {out / 'RESULTS.md'} ({results['wall_s']:.0f} s in all)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
