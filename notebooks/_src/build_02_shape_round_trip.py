@@ -23,6 +23,7 @@ cells = [
     code("""
     import matplotlib.pyplot as plt
     import numpy as np
+    from IPython.display import HTML, Image, display
 
     from mha_core import (
         MHAConfig,
@@ -34,6 +35,7 @@ cells = [
         split_heads,
         trace_shapes,
     )
+    from mha_core.viz import draw_shape_boxes, figure_bytes, ledger_html
 
     B, N = 3, 5
     cfg = MHAConfig(d_model=24, n_heads=4)
@@ -52,8 +54,7 @@ cells = [
     """),
     code("""
     ledger = trace_shapes(X, params, h)
-    for step, shape in ledger:
-        print(f"{step:<28} {shape}")
+    display(HTML(ledger_html(ledger)))
 
     shapes = dict(ledger)
     assert shapes["Q as heads: reshape"] == (N, h, d_k)
@@ -63,7 +64,13 @@ cells = [
     assert shapes["concat: reshape"] == (N, h * d_k) == (N, d_model)
     assert ledger[0] == ("X", (N, d_model)) and ledger[-1][1] == (N, d_model)
     """),
-    "BOXES_1",
+    md(r"""
+    The same ledger as a picture: each tensor is a box whose width is its last axis and whose
+    height is the axis before it; leading axes ($h$, later $B$) show as stacked copies.
+    """),
+    code("""
+    display(Image(figure_bytes(draw_shape_boxes(ledger, title=f"One sequence: N = {N}, d_model = {d_model}, h = {h}"))))
+    """),
     md(r"""
     ## 2 · The split copies nothing
 
@@ -122,8 +129,7 @@ cells = [
     code("""
     X_batch = rng.standard_normal((B, N, d_model))  # (B, N, d_model)
     ledger_b = trace_shapes(X_batch, params, h)
-    for step, shape in ledger_b:
-        print(f"{step:<28} {shape}")
+    display(HTML(ledger_html(ledger_b)))
 
     shapes_b = dict(ledger_b)
     assert shapes_b["Q heads: transpose"] == (B, h, N, d_k)
@@ -131,7 +137,9 @@ cells = [
     assert shapes_b["concat: reshape"] == (B, N, d_model)
     assert ledger_b[0][1] == ledger_b[-1][1] == (B, N, d_model)
     """),
-    "BOXES_B",
+    code("""
+    display(Image(figure_bytes(draw_shape_boxes(ledger_b, title=f"A batch: B = {B}, N = {N}, d_model = {d_model}, h = {h}"))))
+    """),
     md("Each sequence in the batch is processed on its own: the batched result equals running the layer once per sequence."),
     code("""
     out_batch = multi_head_attention(X_batch, params, h)  # (B, N, d_model)
