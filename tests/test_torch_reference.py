@@ -1,0 +1,200 @@
+"""Agreement with PyTorch, an implementation written by other people.
+
+``torch.nn.MultiheadAttention`` stores weights as ``(out, in)`` and computes ``x @ W.T``, so our
+``W_Q`` (d_model, h*d_k) is its ``in_proj_weight[:d_model].T``; its bool ``attn_mask`` means
+True = NOT allowed. ``F.scaled_dot_product_attention`` takes a bool mask with True = may attend
+(as ours) and shares K/V heads with ``enable_gqa=True``.
+
+Without torch this module is skipped; in CI (``CI=true``) ``tests/conftest.py`` turns that skip
+into a failure, so the comparison always runs there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import configs, mha_cases, seeds, tol
+
+from mha_core import (
+    MHAConfig,
+    causal_mask,
+    init_params,
+    multi_head_attention,
+    multi_head_attention_per_head,
+    padding_mask,
+    scaled_dot_product_attention,
+)
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+pytestmark = pytest.mark.torch
+
+TORCH_DTYPE = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
+
+
+def t(a: np.ndarray):
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def torch_mha(config: MHAConfig, params: dict):
+    """A ``torch.nn.MultiheadAttention`` holding ``params`` (plain MHA: n_kv = h)."""
+    dtype = TORCH_DTYPE[params["W_Q"].dtype]
+    m = torch.nn.MultiheadAttention(
+        config.d_model, config.n_heads, bias=config.bias, batch_first=True, dtype=dtype
+    )
+    with torch.no_grad():
+        # (out, in) layout: stack the transposed W_Q, W_K, W_V into in_proj_weight (3 d_model, d_model).
+        m.in_proj_weight.copy_(t(np.concatenate([params["W_Q"].T, params["W_K"].T, params["W_V"].T])))
+        m.out_proj.weight.copy_(t(params["W_O"].T))
+        if config.bias:
+            m.in_proj_bias.copy_(t(np.concatenate([params["b_Q"], params["b_K"], params["b_V"]])))
+            m.out_proj.bias.copy_(t(params["b_O"]))
+    return m.eval()
+
+
+def allowed_of(case) -> np.ndarray:
+    """The full (B?, h, N_q, N_k) bool "may attend" array a case asks for."""
+    allowed = np.ones((*case.lead, case.config.n_heads, case.n_q, case.n_k), bool)
+    if case.mask is not None:
+        allowed &= case.mask
+    if case.causal:
+        allowed &= causal_mask(case.n_q, case.n_k)
+    return allowed
+
+
+@settings(deadline=None, max_examples=60)
+@given(mha_cases(gqa=False))
+def test_multihead_attention_module(case):
+    config, h = case.config, case.config.n_heads
+    out, w = multi_head_attention(case.x, case.params, h, return_weights=True, **case.kwargs)
+    out_loop = multi_head_attention_per_head(case.x, case.params, h, **case.kwargs)
+    allowed = allowed_of(case)
+    # torch's attn_mask: True = not allowed, shape (N_q, N_k) or (B*h, N_q, N_k) / (h, N_q, N_k).
+    attn_mask = ~allowed.reshape(-1, case.n_q, case.n_k)
+    kv = case.x if case.x_kv is None else case.x_kv
+    with torch.no_grad():
+        t_out, t_w = torch_mha(config, case.params)(
+            t(case.x), t(kv), t(kv), attn_mask=t(attn_mask), need_weights=True, average_attn_weights=False
+        )
+    t_out, t_w = t_out.numpy(), t_w.numpy()
+    assert t_w.shape == w.shape
+    # torch gives NaN where a query has no allowed key; ours gives 0. Compare everything else.
+    row_ok = allowed.any(axis=-1)  # (B?, h, N_q)
+    query_ok = row_ok.all(axis=-2)  # (B?, N_q): no head of this query is fully masked
+    tl = tol(case.x.dtype)
+    np.testing.assert_allclose(w[row_ok], t_w[row_ok], **tl)
+    np.testing.assert_allclose(out[query_ok], t_out[query_ok], **tl)
+    np.testing.assert_allclose(out_loop[query_ok], t_out[query_ok], **tl)
+    assert (w[~row_ok] == 0).all() and np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bias", [False, True])
+def test_key_padding_mask_and_is_causal(dtype, bias):
+    cfg = MHAConfig(16, 4, bias=bias)
+    p = init_params(cfg, 0, dtype=dtype)
+    x = np.random.default_rng(0).standard_normal((3, 6, 16)).astype(dtype)
+    lengths = [6, 3, 1]
+    mask = padding_mask(lengths, 6)  # (B, 1, 1, N_k), True = keep
+    m = torch_mha(cfg, p)
+    with torch.no_grad():
+        t_out, t_w = m(t(x), t(x), t(x), key_padding_mask=t(~mask[:, 0, 0]), average_attn_weights=False)
+        c_out, c_w = m(
+            t(x), t(x), t(x), attn_mask=t(~causal_mask(6)), is_causal=True, average_attn_weights=False
+        )
+    out, w = multi_head_attention(x, p, 4, mask=mask, return_weights=True)
+    np.testing.assert_allclose(out, t_out.numpy(), **tol(dtype))
+    np.testing.assert_allclose(w, t_w.numpy(), **tol(dtype))
+    out, w = multi_head_attention(x, p, 4, causal=True, return_weights=True)
+    np.testing.assert_allclose(out, c_out.numpy(), **tol(dtype))
+    np.testing.assert_allclose(w, c_w.numpy(), **tol(dtype))
+
+
+def test_unbatched_input_and_averaged_weights():
+    cfg = MHAConfig(12, 3, bias=True)
+    p = init_params(cfg, 1, dtype=np.float64)
+    x = np.random.default_rng(1).standard_normal((5, 12))
+    with torch.no_grad():
+        t_out, t_w = torch_mha(cfg, p)(t(x), t(x), t(x))  # default: weights averaged over heads
+    out, w = multi_head_attention(x, p, 3, return_weights=True)
+    np.testing.assert_allclose(out, t_out.numpy(), rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(w.mean(axis=0), t_w.numpy(), rtol=1e-11, atol=1e-12)
+
+
+@st.composite
+def sdpa_cases(draw):
+    """q (B, h, N_q, d), k/v (B, n_kv, N_k, d) and a mask that leaves every query a key."""
+    rng = np.random.default_rng(draw(seeds))
+    config = draw(configs())
+    h, n_kv, d_k = config.n_heads, config.n_kv, config.d_k
+    b, n_q = draw(st.integers(1, 3)), draw(st.integers(1, 6))
+    n_k = draw(st.integers(n_q, 7))  # N_k >= N_q: the causal mask never empties a row
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    q = rng.standard_normal((b, h, n_q, d_k)).astype(dtype)
+    k = rng.standard_normal((b, n_kv, n_k, d_k)).astype(dtype)
+    v = rng.standard_normal((b, n_kv, n_k, d_k)).astype(dtype)
+    kind = draw(st.sampled_from(["none", "causal", "random"]))
+    if kind == "causal":
+        mask = causal_mask(n_q, n_k)
+    elif kind == "random":
+        mask = rng.random((b, h, n_q, n_k)) < 0.5
+        mask[..., -1] = True  # keep one key per row so torch has no NaN rows
+    else:
+        mask = None
+    scale = draw(st.one_of(st.none(), st.floats(0.1, 2.0)))
+    return q, k, v, mask, scale
+
+
+@settings(deadline=None, max_examples=60)
+@given(sdpa_cases())
+def test_scaled_dot_product_attention_with_gqa(case):
+    q, k, v, mask, scale = case
+    h, n_kv = q.shape[1], k.shape[1]
+    g = h // n_kv
+    with torch.no_grad():
+        t_out = F.scaled_dot_product_attention(
+            t(q), t(k), t(v), attn_mask=None if mask is None else t(mask), scale=scale, enable_gqa=True
+        ).numpy()
+    # Ours: view the h query heads as (n_kv, g) groups against one K/V head each.
+    qg = q.reshape(q.shape[0], n_kv, g, *q.shape[2:])  # (B, n_kv, g, N_q, d_k)
+    mg = None if mask is None else np.broadcast_to(mask, (q.shape[0], h, q.shape[2], k.shape[2])).reshape(
+        q.shape[0], n_kv, g, q.shape[2], k.shape[2]
+    )  # (B, n_kv, g, N_q, N_k)
+    out, w = scaled_dot_product_attention(qg, k[:, :, None], v[:, :, None], mg, scale)
+    np.testing.assert_allclose(out.reshape(t_out.shape), t_out, **tol(q.dtype))
+
+
+@settings(deadline=None, max_examples=40)
+@given(mha_cases(), st.booleans())
+def test_gqa_layer_against_torch_sdpa(case, use_is_causal):
+    """The whole GQA layer rebuilt in torch: projections, heads, F.sdpa(enable_gqa), concat, W_O."""
+    h, n_kv, d_k = case.config.n_heads, case.config.n_kv, case.config.d_k
+    allowed = allowed_of(case)
+    x = case.x if case.lead else case.x[None]
+    kv = x if case.x_kv is None else (case.x_kv if case.lead else case.x_kv[None])
+    b, n_q, n_k = x.shape[0], x.shape[1], kv.shape[1]
+    p = {name: t(a) for name, a in case.params.items()}
+    zero = torch.zeros((), dtype=p["W_Q"].dtype)
+    with torch.no_grad():
+        Q = t(x) @ p["W_Q"] + p.get("b_Q", zero)  # (B, N_q, h*d_k)
+        K = t(kv) @ p["W_K"] + p.get("b_K", zero)  # (B, N_k, n_kv*d_k)
+        V = t(kv) @ p["W_V"] + p.get("b_V", zero)  # (B, N_k, n_kv*d_k)
+        Qh = Q.view(b, n_q, h, d_k).transpose(1, 2)  # (B, h, N_q, d_k)
+        Kh = K.view(b, n_k, n_kv, d_k).transpose(1, 2)  # (B, n_kv, N_k, d_k)
+        Vh = V.view(b, n_k, n_kv, d_k).transpose(1, 2)  # (B, n_kv, N_k, d_k)
+        only_causal = case.mask is None and case.causal and n_q == n_k
+        if use_is_causal and only_causal:  # torch's is_causal is top-left aligned: same as ours when square
+            heads = F.scaled_dot_product_attention(Qh, Kh, Vh, is_causal=True, enable_gqa=True)
+        else:
+            m = t(allowed if case.lead else allowed[None])  # (B, h, N_q, N_k), True = may attend
+            heads = F.scaled_dot_product_attention(Qh, Kh, Vh, attn_mask=m, enable_gqa=True)
+        concat = heads.transpose(1, 2).reshape(b, n_q, h * d_k)  # (B, N_q, h*d_k)
+        t_out = (concat @ p["W_O"] + p.get("b_O", zero)).numpy()  # (B, N_q, d_model)
+    out = multi_head_attention(case.x, case.params, h, **case.kwargs)
+    out = out if case.lead else out[None]
+    # A query with no allowed key in some head is NaN in torch (0 before W_O in ours): skip those rows.
+    query_ok = (allowed if case.lead else allowed[None]).any(axis=-1).all(axis=-2)  # (B, N_q)
+    np.testing.assert_allclose(out[query_ok], t_out[query_ok], **tol(case.x.dtype))
