@@ -24,6 +24,7 @@ cells = [
     from mha_core import (
         MHAConfig,
         count_params,
+        head_contributions,
         head_outputs,
         init_params,
         merge_heads,
@@ -162,6 +163,18 @@ cells = [
     print(f"concat {concat.shape} @ W_O {params['W_O'].shape} == layer output (max gap < 1e-12)")
     """),
     md(r"""
+    Read $W_O$ as $h$ row blocks $W_O^i$ of shape $(d_k, d_{model})$ and the same product becomes a
+    sum: each head writes its own contribution $\text{head}_i W_O^i$ into the full width, and the
+    layer's output is the sum of the $h$ contributions (`head_contributions`).
+    """),
+    code("""
+    contributions = head_contributions(X, params, h)  # (h, N, d_model)
+    assert contributions.shape == (h, 10, small.d_model)
+    sum_gap = np.abs(contributions.sum(axis=0) - fused).max()
+    assert sum_gap < 1e-12
+    print(f"sum over {h} heads of head_i @ W_O^i {contributions.shape[1:]} == layer output (max gap < 1e-12)")
+    """),
+    md(r"""
     ## 4 · Heads never talk inside attention
 
     Change every weight that head 2 owns ($W_Q^2, W_K^2, W_V^2$) and run the layer again. The other
@@ -271,6 +284,7 @@ cells = [
     - A head maps $(N, d_{model})$ to $(N, d_k)$ through its own softmax.
     - The packed $W_Q$ is the per-head matrices side by side; its column slices reproduce the
       per-head computation, and the fused layer equals the loop over heads.
+    - Concat then $W_O$ is the same as summing each head's contribution $\text{head}_i W_O^i$.
     - Heads are independent inside attention (other heads bit-for-bit unchanged); only $W_O$ mixes
       them.
     - The logits are scaled by $1/\sqrt{d_k}$, the head's width, not $1/\sqrt{d_{model}}$.
