@@ -121,6 +121,7 @@ def _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max
         if not (head_mask.dtype == bool or np.issubdtype(head_mask.dtype, np.number)):
             raise TypeError(f"head_mask must be bool or numeric, got {head_mask.dtype}")
         head_mask = head_mask.astype(x.dtype)
+        check_finite(head_mask, "head_mask")
     check_memory(scores_shape, x.dtype, max_bytes, "the attention scores")
     return _Call(x, x_kv, params, h, n_kv, d_k, d_v, mask, head_mask, max_bytes)
 

@@ -289,6 +289,7 @@ BAD_CALLS = [
     ((X, P64, 2), {"causal": "yes"}, TypeError, "causal must be a bool"),
     ((X, P64, 2), {"head_mask": [1, 0, 1]}, ValueError, r"head_mask must have shape \(h,\) = \(2,\)"),
     ((X, P64, 2), {"head_mask": ["a", "b"]}, TypeError, "head_mask must be bool or numeric"),
+    ((X, P64, 2), {"head_mask": [1.0, np.nan]}, ValueError, "head_mask must be finite"),
     ((X, P64, 2), {"max_bytes": 0}, ValueError, "max_bytes"),
     ((X, P64, 2), {"max_bytes": 1.5}, TypeError, "max_bytes"),
 ]
