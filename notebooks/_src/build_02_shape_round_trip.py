@@ -263,7 +263,45 @@ cells = [
     assert attempt.ok
     attempt
     """),
-    "EXPLORER",
+    md(r"""
+    ## 8 · Explore: sliders for $B$, $N$, $d_{model}$ and $h$
+
+    The panel below is the dashboard's shape explorer (`mha_core.widgets.shape_explorer`). Each
+    move runs the real layer through `trace_shapes` and redraws the ledger and the boxes. The $h$
+    slider only offers divisors of $d_{model}$, because the heads must split the width evenly.
+    """),
+    code("""
+    # NBVAL_IGNORE_OUTPUT
+    from mha_core.widgets import shape_explorer
+
+    shape_explorer(B=B, N=N, d_model=64, h=h)
+    """),
+    md(r"""
+    The same panel, driven from code instead of the mouse, to check what it promises: the choices
+    of $h$ follow $d_{model}$, its ledger is the `trace_shapes` recording, and a value that does not
+    divide $d_{model}$ (as a forged browser message could send) gets a readable message, not a
+    traceback.
+    """),
+    code("""
+    import html
+    import re
+
+    from mha_core.widgets import shape_state
+
+    probe = shape_explorer(B=B, N=N, d_model=512, h=8)
+    for width in (768, 64):
+        probe.d_model.value = width
+        assert all(width % k == 0 for k in probe.h.options) and probe.h.value in probe.h.options
+        print(f"d_model = {width:>3}: h offers {list(probe.h.options)}")
+
+    panel_ledger = shape_state(B, N, 64, 4)["steps"]
+    assert panel_ledger == trace_shapes(np.zeros((B, N, 64), np.float32), init_params(MHAConfig(64, 4), 0), 4)
+
+    assert probe.refresh(h=5) is False  # refused, the previous figures stay
+    message = html.unescape(re.sub(r"<[^>]+>", "", probe.status.value))  # the status line as text
+    assert "does not divide" in message
+    print(f"h = 5 with d_model = 64 -> {message}")
+    """),
     md(r"""
     ## Recap
 
@@ -271,6 +309,8 @@ cells = [
       $(h, N, d_k) \to$ scores $(h, N, N) \to$ head outputs $(h, N, d_k) \to$ transpose and merge
       $(N, d_{model}) \to W_O \to (N, d_{model})$; with a batch every tensor gains a leading $B$.
     - The split is a view (no copy); merging the attention output back copies once.
+    - $h$ must divide $d_{model}$: the explorer only offers divisors and refuses anything else
+      with a message.
     - The output shape equals the input shape, for every size tried.
     - One $(N, N)$ causal mask broadcasts over $B$ and $h$: every future weight is exactly 0.
     - Reshape without transpose keeps the shape and scrambles the values: most head rows hold
