@@ -308,3 +308,22 @@ def test_head_outputs_rejects_unknown_keywords():
         head_outputs(X, P64, 2, return_weights=True)
     with pytest.raises(TypeError, match="unexpected keyword arguments"):
         head_contributions(X, P64, 2, casual=True)
+
+
+def test_cross_attention_from_a_different_width():
+    # Keys/values may come from a stream of another width (an encoder's d_model_kv).
+    h, d_model, d_kv = 2, 8, 6
+    rng = np.random.default_rng(8)
+    p = init_params(MHAConfig(d_model, h, bias=True), 8, dtype=np.float64)
+    p["W_K"], p["W_V"] = rng.standard_normal((d_kv, d_model)), rng.standard_normal((d_kv, d_model))
+    x, x_kv = rng.standard_normal((3, d_model)), rng.standard_normal((5, d_kv))
+    out = multi_head_attention(x, p, h, x_kv=x_kv)
+    np.testing.assert_allclose(out, reference_mha(x, p, h, x_kv=x_kv), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(multi_head_attention_per_head(x, p, h, x_kv=x_kv), out, rtol=1e-10, atol=1e-12)
+
+
+def test_non_contiguous_input():
+    cfg = MHAConfig(8, 2)
+    p = init_params(cfg, 9, dtype=np.float64)
+    x = np.random.default_rng(9).standard_normal((8, 5)).T  # (N=5, d_model=8), a transposed view
+    np.testing.assert_allclose(multi_head_attention(x, p, 2), multi_head_attention(np.ascontiguousarray(x), p, 2))

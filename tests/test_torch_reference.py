@@ -198,3 +198,24 @@ def test_gqa_layer_against_torch_sdpa(case, use_is_causal):
     # A query with no allowed key in some head is NaN in torch (0 before W_O in ours): skip those rows.
     query_ok = (allowed if case.lead else allowed[None]).any(axis=-1).all(axis=-2)  # (B, N_q)
     np.testing.assert_allclose(out[query_ok], t_out[query_ok], **tol(case.x.dtype))
+
+
+def test_cross_attention_with_kdim():
+    # torch keeps separate q/k/v projection weights when the key width differs (kdim, vdim).
+    h, d_model, d_kv = 4, 16, 10
+    rng = np.random.default_rng(2)
+    p = init_params(MHAConfig(d_model, h, bias=True), 2, dtype=np.float64)
+    p["W_K"], p["W_V"] = rng.standard_normal((d_kv, d_model)), rng.standard_normal((d_kv, d_model))
+    x, x_kv = rng.standard_normal((2, 3, d_model)), rng.standard_normal((2, 7, d_kv))
+    m = torch.nn.MultiheadAttention(d_model, h, batch_first=True, kdim=d_kv, vdim=d_kv, dtype=torch.float64)
+    with torch.no_grad():
+        m.q_proj_weight.copy_(t(p["W_Q"].T))
+        m.k_proj_weight.copy_(t(p["W_K"].T))
+        m.v_proj_weight.copy_(t(p["W_V"].T))
+        m.in_proj_bias.copy_(t(np.concatenate([p["b_Q"], p["b_K"], p["b_V"]])))
+        m.out_proj.weight.copy_(t(p["W_O"].T))
+        m.out_proj.bias.copy_(t(p["b_O"]))
+        t_out, t_w = m.eval()(t(x), t(x_kv), t(x_kv), average_attn_weights=False)
+    out, w = multi_head_attention(x, p, h, x_kv=x_kv, return_weights=True)
+    np.testing.assert_allclose(out, t_out.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(w, t_w.numpy(), rtol=1e-10, atol=1e-12)
