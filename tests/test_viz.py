@@ -1,0 +1,225 @@
+"""Tests for mha_core.viz: the head grid, the shape ledger and the tensor boxes."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from PIL import Image
+
+import mha_core as m
+from mha_core import demo, viz
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _weights(h: int, n: int, seed: int = 0) -> np.ndarray:
+    w = np.random.default_rng(seed).random((h, n, n))  # (h, N, N)
+    return w / w.sum(axis=-1, keepdims=True)
+
+
+def _labels(n: int) -> list[str]:
+    return list(demo.tokens(n))
+
+
+# -- HeadGrid ---------------------------------------------------------------------------------------
+
+def test_render_returns_a_png_of_the_drawn_pixels():
+    grid = viz.HeadGrid()
+    png = grid.render(_weights(4, 10), _labels(10), title="t")
+    assert png.startswith(PNG_MAGIC)
+    img = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+    np.testing.assert_array_equal(img, grid.palette[grid.indices])
+
+
+def test_frames_are_reused_and_rebuilt_only_when_h_changes():
+    grid = viz.HeadGrid()
+    grid.update(_weights(4, 10), _labels(10))
+    assert grid.frames_built == 1
+    grid.update(_weights(4, 20, seed=1), _labels(20), title="other title", query=3)  # N, title, query
+    assert grid.frames_built == 1
+    grid.update(_weights(8, 20), _labels(20))
+    assert grid.frames_built == 2
+    grid.update(_weights(4, 12), _labels(12))  # back to h = 4: its frame is kept
+    assert grid.frames_built == 2
+
+
+def test_each_tile_shows_its_head_in_viridis_on_a_square_root_scale():
+    grid = viz.HeadGrid()
+    h, n = 4, 8
+    values = np.array([0.0, 0.04, 0.25, 1.0])  # one constant per head
+    w = np.broadcast_to(values[:, None, None], (h, n, n)).copy()  # (h, N, N)
+    rgb = grid.update(w, _labels(n))
+    _, corners = grid._frame(h)
+    s = grid.tile_px
+    for value, (x, y) in zip(values, corners, strict=True):
+        tile = rgb[y: y + s, x: x + s].reshape(-1, 3)
+        expected = np.array(colormaps["viridis"](np.sqrt(value))[:3]) * 255
+        assert np.abs(tile - expected).max() <= 3, value  # palette of 224 viridis steps
+
+
+def test_tiles_follow_the_weights_cell_by_cell():
+    grid = viz.HeadGrid()
+    n = 5
+    w = np.zeros((1, n, n))
+    w[0, 2, 4] = 1.0  # query 2 attends key 4 only
+    rgb = grid.update(w, _labels(n))
+    (x, y), s = grid._frame(1)[1][0], grid.tile_px
+    bright = np.array(colormaps["viridis"](1.0)[:3]) * 255
+    row, col = (2 * s) // n + s // (2 * n), (4 * s) // n + s // (2 * n)  # centre of cell (2, 4)
+    assert np.abs(rgb[y + row, x + col] - bright).max() <= 3
+    assert np.abs(rgb[y + s // (2 * n), x + s // (2 * n)] - bright).max() > 50  # cell (0, 0) is dark
+
+
+def test_query_row_is_outlined_in_every_head():
+    grid = viz.HeadGrid()
+    w = _weights(4, 10)
+    plain = grid.update(w, _labels(10)).copy()
+    marked = grid.update(w, _labels(10), query=3)
+    colour = np.array([int(viz.HIGHLIGHT_COLOR[i: i + 2], 16) for i in (1, 3, 5)])
+    assert not (plain == colour).all(-1).any()
+    s, n = grid.tile_px, 10
+    for x, y in grid._frame(4)[1]:
+        top = y + 3 * s // n
+        assert (marked[top, x: x + s] == colour).all()
+
+
+def test_different_weights_give_different_images():
+    grid = viz.HeadGrid()
+    a = grid.render(_weights(2, 6, seed=0), _labels(6))
+    b = grid.render(_weights(2, 6, seed=1), _labels(6))
+    assert a != b
+
+
+def test_export_png_and_svg():
+    grid = viz.HeadGrid()
+    with pytest.raises(RuntimeError, match="nothing drawn"):
+        grid.export("png")
+    grid.update(_weights(2, 6), _labels(6), title="my title", query=1)
+    assert grid.export("png").startswith(PNG_MAGIC)
+    svg = grid.export("svg").decode()
+    assert "<svg" in svg and "my title" in svg
+    with pytest.raises(ValueError, match="fmt"):
+        grid.export("gif")
+
+
+@pytest.mark.parametrize(
+    ("weights", "labels", "kwargs", "exc", "match"),
+    [
+        ([[0.5]], ["a"], {}, TypeError, "weights"),
+        (np.ones((2, 3)), ["a"] * 3, {}, ValueError, r"\(h, N, N\)"),
+        (np.ones((2, 3, 4)), ["a"] * 3, {}, ValueError, r"\(h, N, N\)"),
+        (np.ones((1, 3, 3), dtype=int), ["a"] * 3, {}, TypeError, "float"),
+        (np.ones((1, 3, 3)), ["a"] * 2, {}, ValueError, "labels"),
+        (np.ones((1, 3, 3)), "abc", {}, TypeError, "labels"),
+        (np.ones((1, 3, 3)), ["a"] * 3, {"query": 3}, ValueError, "query"),
+        (np.ones((1, 3, 3)), ["a"] * 3, {"query": True}, TypeError, "query"),
+        (np.ones((1, 3, 3)), ["a"] * 3, {"title": 5}, TypeError, "title"),
+    ],
+)
+def test_head_grid_validates(weights, labels, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        viz.HeadGrid().update(weights, labels, **kwargs)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [({"panel_inches": 0}, "panel_inches"), ({"dpi": 1.5}, "dpi")])
+def test_head_grid_constructor_validates(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        viz.HeadGrid(**kwargs)
+
+
+def test_head_grid_figure_has_one_visible_axes_per_head():
+    fig = viz.head_grid_figure(_weights(6, 7), _labels(7), title="six heads", query=2)
+    heat = [ax for ax in fig.axes if ax.get_visible() and ax.images and ax.get_label() != "<colorbar>"]
+    assert len(heat) == 6
+    assert fig._suptitle.get_text() == "six heads"
+    assert heat[0].get_ylabel() == "query token (N_q)"
+
+
+# -- ledger and boxes ---------------------------------------------------------------------------------
+
+def _steps(B=2, N=10, d_model=64, h=8):
+    cfg = m.MHAConfig(d_model, h)
+    x = np.zeros((B, N, d_model), np.float32) if B else np.zeros((N, d_model), np.float32)
+    return m.trace_shapes(x, m.init_params(cfg, 0), h)
+
+
+@pytest.mark.parametrize("B", [0, 3])
+def test_every_traced_step_has_symbols_that_match_its_sizes(B):
+    N, d_model, h = 10, 64, 8
+    sizes = {"B": B, "N": N, "N_q": N, "N_k": N, "d_model": d_model, "h": h, "d_k": d_model // h,
+             "d_v": d_model // h, "h*d_k": d_model, "h*d_v": d_model}
+    for name, shape in _steps(B, N, d_model, h):
+        sym = viz.step_symbols(name, shape)
+        assert sym is not None, f"no symbols for step {name!r}"
+        assert tuple(sizes[s] for s in sym) == shape, name
+
+
+def test_step_symbols_unknown_step():
+    assert viz.step_symbols("something new", (2, 3)) is None
+
+
+def test_ledger_html_has_one_row_per_step_with_symbols_and_sizes():
+    steps = _steps(B=2, N=10, d_model=64, h=8)
+    table = viz.ledger_html(steps)
+    assert table.count("<tr>") == len(steps) + 1  # + header
+    assert "(B=2, h=8, N=10, d_k=8)" in table
+    assert "(B=2, h=8, N_q=10, N_k=10)" in table
+    assert f"{2 * 8 * 10 * 10:,}" in table
+    assert "Q K^T / sqrt(d_k)" in table
+
+
+def test_ledger_html_escapes_and_falls_back_to_numbers():
+    table = viz.ledger_html([("<b>odd</b>", (3, 4))])
+    assert "&lt;b&gt;odd&lt;/b&gt;" in table and "(3, 4)" in table
+
+
+@pytest.mark.parametrize(
+    ("steps", "exc"),
+    [("X", TypeError), ([], TypeError), ([("X",)], TypeError), ([("X", (0, 3))], ValueError),
+     ([("X", (2.5, 3))], ValueError), ([(1, (2, 3))], TypeError)],
+)
+def test_steps_are_validated(steps, exc):
+    with pytest.raises(exc):
+        viz.ledger_html(steps)
+    with pytest.raises(exc):
+        viz.shape_boxes(steps)
+
+
+def test_box_sides_grow_with_the_dimensions():
+    boxes = {b["name"]: b for b in viz.shape_boxes(_steps(B=2, N=10, d_model=64, h=8))}
+    x, heads, scores = boxes["X"], boxes["Q heads: transpose"], boxes["scores = Q K^T / sqrt(d_k)"]
+    assert x["width"] > heads["width"]  # d_model = 64 > d_k = 8
+    assert x["height"] == heads["height"]  # both N = 10
+    assert scores["width"] == scores["height"]  # N_q = N_k
+    assert x["copies"] >= 1 and heads["copies"] > x["copies"]  # (B) vs (B, h) leading axes
+    assert heads["lead"] == "x B=2 x h=8"
+    assert x["bottom"] == "d_model=64" and x["left"] == "N=10"
+
+
+def test_draw_shape_boxes_and_svg_show_every_step():
+    steps = _steps()
+    fig = viz.draw_shape_boxes(steps, title="boxes")
+    assert isinstance(fig, Figure) and fig._suptitle.get_text() == "boxes"
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert all(name in texts for name, _ in steps)
+    svg = viz.shape_boxes_svg(steps, title="boxes <1>")
+    assert svg.startswith("<svg") and svg.endswith("</svg>")
+    assert svg.count("class='mha-box'") == len(steps)
+    assert "boxes &lt;1&gt;" in svg and "d_k=8" in svg
+    with pytest.raises(ValueError, match="cell_px"):
+        viz.shape_boxes_svg(steps, cell_px=10)
+
+
+def test_canvas_png_and_figure_bytes():
+    fig = viz.draw_shape_boxes(_steps())
+    assert viz.canvas_png(fig).startswith(PNG_MAGIC)
+    assert viz.figure_bytes(fig, "png").startswith(PNG_MAGIC)
+    assert b"<svg" in viz.figure_bytes(fig, "svg")
+    with pytest.raises(TypeError, match="Figure"):
+        viz.canvas_png("not a figure")
+    with pytest.raises(TypeError, match="Figure"):
+        viz.figure_bytes(None)

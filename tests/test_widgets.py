@@ -1,0 +1,306 @@
+"""Tests for mha_core.widgets: the pure state functions and the panels' callbacks.
+
+Callbacks are driven the way the browser drives them: by setting widget values, and by
+feeding ``set_state`` / ``_handle_msg`` the update messages a page would send, including
+forged ones (an index past the options, a string for an int, h=3 with d_model=512).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import mha_core as m
+from mha_core import demo
+from mha_core import widgets as W
+
+
+def _forge(widget, state: dict) -> None:
+    """Deliver an update message to ``widget`` as the kernel's comm layer would."""
+    widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}},
+                        "buffers": []})
+
+
+# -- pure functions ---------------------------------------------------------------------------------
+
+def test_divisors():
+    assert W.divisors(12) == (1, 2, 3, 4, 6, 12)
+    assert W.divisors(768, 64) == tuple(d for d in range(1, 65) if 768 % d == 0)
+    with pytest.raises(ValueError, match="n"):
+        W.divisors(0)
+
+
+def test_shape_state_runs_the_layer_and_counts():
+    s = W.shape_state(2, 10, 512, 8)
+    assert s["d_k"] == 512 // 8
+    assert s["params"] == 4 * 512**2
+    assert s["macs"] == m.count_macs(m.MHAConfig(512, 8), 10, batch=2)
+    assert s["steps"][0] == ("X", (2, 10, 512))
+    assert ("weights = softmax(scores)", (2, 8, 10, 10)) in s["steps"]
+    assert s["steps"][-1][1] == (2, 10, 512)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [((2, 10, 512, 3), "h=3 does not divide d_model=512"), ((0, 10, 512, 8), "B"),
+     ((2, W.SHAPE_MAX_N + 1, 512, 8), "N"), ((2, 10, 500, 4), "d_model"), ((2, 10, 512, 128), "h")],
+)
+def test_shape_state_refuses_bad_values(args, match):
+    with pytest.raises(ValueError, match=match):
+        W.shape_state(*args)
+
+
+def test_shape_state_refuses_wrong_types():
+    with pytest.raises(TypeError, match="N"):
+        W.shape_state(2, "10", 512, 8)
+
+
+def test_head_weights_random():
+    labels, w, title = W.head_weights(4, 12)
+    assert labels == list(demo.tokens(12))
+    assert w.shape == (4, 12, 12)
+    np.testing.assert_allclose(w.sum(-1), 1, rtol=1e-5)
+    assert "RANDOM" in title and "no mask" in title
+    _, wc, title_c = W.head_weights(4, 12, causal=True)
+    assert np.all(wc[:, np.triu_indices(12, 1)[0], np.triu_indices(12, 1)[1]] == 0)
+    assert "causal" in title_c
+    np.testing.assert_array_equal(W.head_weights(4, 12)[1], w)  # seeded
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "exc", "match"),
+    [((3, 10), {}, ValueError, "h=3"), ((4, 1), {}, ValueError, "N"), ((4, 65), {}, ValueError, "N"),
+     ((4, 10), {"causal": 1}, TypeError, "causal"), ((4, 10), {"kind": "best"}, ValueError, "weights")],
+)
+def test_head_weights_validates(args, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        W.head_weights(*args, **kwargs)
+
+
+@pytest.fixture
+def fake_pretrained(monkeypatch):
+    """A stand-in for mha_core.pretrained: uniform weights over a 6-token toy sequence."""
+    mod = types.ModuleType("mha_core.pretrained")
+    mod.AVAILABLE_HEADS = (2, 4)
+
+    def attention_maps(n_heads, n=None, seed=0):
+        n = 6 if n is None else n
+        return [f"t{i}" for i in range(n)], np.full((n_heads, n, n), 1.0 / n)
+
+    mod.attention_maps = attention_maps
+    monkeypatch.setitem(sys.modules, "mha_core.pretrained", mod)
+    monkeypatch.setattr(m, "pretrained", mod, raising=False)
+    return mod
+
+
+def test_head_weights_trained_uses_pretrained_and_masks_exactly(fake_pretrained):
+    assert W.trained_available() == (2, 4)
+    labels, w, title = W.head_weights(2, 6, kind="trained")
+    assert labels == [f"t{i}" for i in range(6)] and "TRAINED" in title
+    _, wc, _ = W.head_weights(2, 6, kind="trained", causal=True)
+    # uniform weights with the causal mask = softmax of equal logits over keys 0..i: 1 / (i + 1)
+    expected = np.tril(np.ones((6, 6))) / np.arange(1, 7)[:, None]
+    np.testing.assert_allclose(wc[1], expected)
+    with pytest.raises(ValueError, match="h=8"):
+        W.head_weights(8, 6, kind="trained")
+
+
+def test_head_weights_trained_missing(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mha_core.pretrained", None)  # import fails
+    monkeypatch.delattr(m, "pretrained", raising=False)
+    assert W.trained_available() == ()
+    with pytest.raises(ValueError, match="not available"):
+        W.head_weights(4, 6, kind="trained")
+
+
+@pytest.mark.parametrize("d_model", [64, 512, 4096])
+def test_crossover_is_where_attention_catches_up(d_model):
+    n = W.crossover_n(d_model)
+    cfg = m.MHAConfig(d_model, 8)
+    at = m.count_macs(cfg, n)
+    assert at["projections"] == at["attention"]
+    assert m.count_macs(cfg, n - 1)["projections"] > m.count_macs(cfg, n - 1)["attention"]
+    assert m.count_macs(cfg, n + 1)["projections"] < m.count_macs(cfg, n + 1)["attention"]
+
+
+def test_cost_state_worked_example_and_h_independence():
+    s = W.cost_state(512, 8, 100)
+    d = 512
+    (n1, a), (n2, b) = s["worked"]
+    assert (n1, n2) == (100, 2000)
+    assert a["projections"] == 4 * 100 * d**2 and a["attention"] == 2 * 100**2 * d
+    assert b["projections"] == 4 * 2000 * d**2 and b["attention"] == 2 * 2000**2 * d
+    assert a["projections"] > a["attention"] and b["projections"] < b["attention"]
+    assert s["worked_params"] == 4 * d * d
+    assert {mm["total"] for _, mm in s["by_h"]} == {s["macs"]["total"]}  # h changes nothing...
+    exps = [mm["softmax_exps"] for _, mm in s["by_h"]]
+    assert exps == sorted(exps) and exps[-1] > exps[0]  # ...but the softmax work
+    assert s["crossover"] == 2 * d
+    assert len(s["curve_n"]) == len(s["curve_proj"]) == len(s["curve_attn"])
+    with pytest.raises(ValueError, match="h=3"):
+        W.cost_state(512, 3, 100)
+
+
+def test_kv_state_bytes_and_kinds():
+    model = "large: d_model=4096, h=32, 32 layers"
+    s = W.kv_state(model, 8, 8192)
+    d_k = 4096 // 32
+    assert s["bytes"] == 2 * 8192 * 8 * d_k * 32 * 2  # K and V, N, n_kv, d_k, layers, float16
+    assert s["mha_bytes"] == s["bytes"] * 32 // 8
+    assert s["kind"] == "GQA"
+    assert W.kv_state(model, 32, 8192)["kind"] == "MHA"
+    assert W.kv_state(model, 1, 8192)["kind"] == "MQA"
+    assert W.kv_state(model, 8, 8192, "float32")["bytes"] == 2 * s["bytes"]
+    assert [k for k, _ in s["all"]] == list(W.divisors(32))
+    with pytest.raises(ValueError, match="n_kv=3 does not divide h=32"):
+        W.kv_state(model, 3, 8192)
+    with pytest.raises(ValueError, match="model"):
+        W.kv_state("tiny", 1, 8192)
+    with pytest.raises(ValueError, match="context"):
+        W.kv_state(model, 1, 1000)
+
+
+# -- panels -------------------------------------------------------------------------------------------
+
+def test_shape_explorer_updates_live():
+    p = W.shape_explorer()
+    assert "d_k = d_model / h = 512 / 8 = <span class='mha-dk'>64</span>" in p.summary.value
+    p.h.value = 16
+    assert "<span class='mha-dk'>32</span>" in p.summary.value
+    assert "(B=2, h=16, N=10, d_k=32)" in p.ledger.value
+    assert "h=16" in p.boxes.value
+    p.N.value = 100
+    p.B.value = 3
+    assert "(B=3, N=100, d_model=512)" in p.ledger.value
+    assert f"{m.count_macs(m.MHAConfig(512, 16), 100, batch=3)['total']:,}" in p.summary.value
+    assert p.status.value == ""
+
+
+def test_shape_explorer_h_offers_only_divisors_of_d_model():
+    p = W.shape_explorer()
+    p.h.value = 16
+    p.d_model.value = 768
+    assert p.h.options == W.divisors(768, W.MAX_HEADS)
+    assert p.h.value == 16  # still a divisor: kept
+    p.d_model.value = 16
+    assert p.h.options == (1, 2, 4, 8, 16) and p.h.value == 16
+    p.h.value = 8
+    p.d_model.value = 768
+    p.h.value = 3
+    p.d_model.value = 512
+    assert p.h.value == 2  # 3 does not divide 512: the nearest smaller divisor
+    assert "d_k = d_model / h = 512 / 2" in p.summary.value
+
+
+def test_shape_explorer_forged_h_gives_a_readable_message():
+    p = W.shape_explorer()
+    before = p.ledger.value
+    assert p.refresh(h=3, d_model=512) is False
+    assert "h=3 does not divide d_model=512" in p.status.value
+    assert "Traceback" not in p.status.value
+    assert p.ledger.value == before  # the previous view stays
+    assert p.refresh() is True and p.status.value == ""
+
+
+@pytest.mark.parametrize(("control", "state"), [("h", {"index": 99}), ("N", {"value": "abc"}),
+                                                ("B", {"value": None}), ("d_model", {"index": -5})])
+def test_forged_comm_messages_are_reported_not_raised(control, state):
+    p = W.shape_explorer()
+    widget = getattr(p, control)
+    value, renders = widget.value, p.renders
+    _forge(widget, state)  # must not raise
+    assert widget.value == value and p.renders == renders
+    assert "ignored a value the page sent" in p.status.value and control in p.status.value
+
+
+def test_a_valid_comm_message_moves_the_slider():
+    p = W.shape_explorer()
+    _forge(p.h, {"index": p.h.options.index(4)})
+    assert p.h.value == 4 and "= <span class='mha-dk'>128</span>" in p.summary.value
+
+
+def test_head_explorer_sliders_query_and_cache():
+    p = W.head_explorer()
+    first = p.image.value
+    p.h.value = 16
+    p.N.value = 64
+    assert len(p.query.options) == 64 + 1
+    assert "h=16, N=64" in p.caption.value
+    computed = len(p._cache)
+    p.query.value = 5
+    assert len(p._cache) == computed  # the weights are not recomputed for a new query row
+    with_query = p.image.value
+    p.causal.value = True
+    assert "causal mask" in p.caption.value
+    assert len({first, with_query, p.image.value}) == 3
+    p.N.value = 4
+    assert p.query.value == -1  # row 5 no longer exists
+    assert p.status.value == ""
+
+
+def test_head_explorer_refuses_bad_values():
+    p = W.head_explorer()
+    image = p.image.value
+    assert p.refresh(query=99) is False and "query" in p.status.value
+    assert p.refresh(h=3) is False and "h=3" in p.status.value
+    assert p.image.value == image
+    _forge(p.h, {"index": 42})
+    assert "ignored a value the page sent for h" in p.status.value
+
+
+def test_head_explorer_trained_missing_is_a_message(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mha_core.pretrained", None)
+    monkeypatch.delattr(m, "pretrained", raising=False)
+    p = W.head_explorer()
+    image = p.image.value
+    p.kind.value = "trained"
+    assert "not available" in p.status.value and p.image.value == image
+
+
+def test_head_explorer_trained(fake_pretrained):
+    p = W.head_explorer(h=4, N=6)
+    p.kind.value = "trained"
+    assert "TRAINED" in p.caption.value and p.status.value == ""
+    assert [label for label, _ in p.query.options][1] == "0: t0"
+
+
+def test_head_explorer_download_links():
+    p = W.head_explorer(h=2, N=6)
+    p.download.click()
+    assert "data:image/png;base64," in p.links.value and "data:image/svg+xml;base64," in p.links.value
+    p.N.value = 7
+    assert p.links.value == ""  # links of an older figure are withdrawn
+
+
+def test_cost_panel():
+    p = W.cost_panel()
+    assert "<span class='mha-cost-crossover'>1,024</span>" in p.numbers.value
+    assert f"{4 * 100 * 512**2:,}" in p.worked.value and f"{2 * 2000**2 * 512:,}" in p.worked.value
+    p.N.value = 2000
+    assert "attention-bound" in p.numbers.value
+    p.d_model.value = 64
+    assert p.h.options == W.divisors(64) and p.h.value == 8
+    assert "<span class='mha-cost-crossover'>128</span>" in p.numbers.value
+    assert p.refresh(h=3) is False and "h=3" in p.status.value
+
+
+def test_kv_cache_panel():
+    p = W.kv_cache_panel()
+    assert "MHA" in p.numbers.value
+    p.n_kv.value = 1
+    assert "<b class='mha-kv-kind'>MQA</b>" in p.numbers.value
+    assert "<span class='mha-kv-ratio'>32</span>" in p.numbers.value
+    p.model.value = "small: d_model=512, h=8, 6 layers"
+    assert [v for _, v in p.n_kv.options] == [8, 4, 2, 1] and p.n_kv.value == 8
+    assert p.refresh(n_kv=3) is False and "n_kv=3" in p.status.value
+    _forge(p.context, {"index": 1000})
+    assert "ignored a value the page sent for context" in p.status.value
+
+
+def test_panels_display_as_their_widget():
+    p = W.kv_cache_panel()
+    bundle = p._repr_mimebundle_()
+    assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == p.widget.model_id
