@@ -172,6 +172,12 @@ cells = [
     assert not attempt.ok and attempt.pitfall == "causal_mask_upper"
     attempt
     """),
+    md("A second attempt takes the lower triangle but starts one below the diagonal:"),
+    code("""
+    attempt = check_causal_mask(lambda n: np.tri(n, n, k=-1, dtype=bool))  # (N, N)
+    assert not attempt.ok and attempt.pitfall == "causal_mask_without_diagonal"
+    attempt
+    """),
     md("Query $i$ reads keys $j \\le i$: the lower triangle, diagonal included."),
     code("""
     attempt = check_causal_mask(lambda n: np.tril(np.ones((n, n), dtype=bool)))  # (N, N)
