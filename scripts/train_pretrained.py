@@ -1,0 +1,38 @@
+"""Retrain every shipped model and rewrite mha_core/weights/ (``make weights``).
+
+Runs ``mha_core.pretrained.run_experiment``: h in AVAILABLE_HEADS x SEEDS at the same d_model
+and budget, plus the single head with LONG_FACTOR x the budget. Prints a compact log and the
+accuracy table, then saves ``heads_<h>.npz`` and ``record.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+
+import numpy as np
+
+from mha_core import pretrained
+from mha_core.trainer import text_progress
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(pretrained.WEIGHTS_DIR), help="output directory")
+    args = parser.parse_args()
+    steps_per_run = pretrained.TRAIN.steps
+    record, models = pretrained.run_experiment(progress=text_progress(every=20 * steps_per_run))
+    record["machine"] = f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}, numpy {np.__version__}"
+    for path in pretrained.save(record, models, args.out):
+        print(f"wrote {path}")
+    table = pretrained.accuracy_table(record)
+    print("accuracy (rows h, columns seeds " + ", ".join(map(str, record["seeds"])) + ")")
+    for h, row in zip(record["heads"], table, strict=True):
+        print(f"h={h}: " + "  ".join(f"{a:.3f}" for a in row) + f"   mean {row.mean():.3f}")
+    long = record["long_budget"]
+    print(f"h=1 with {long['steps']:,} steps: " + "  ".join(f"{a:.3f}" for a in long["accuracy"].values()))
+    print(f"total training time {record['total_seconds']:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
