@@ -14,6 +14,7 @@ help:
 	@echo "make slides     the walkthrough as reveal.js slides (classroom mode) on the same port"
 	@echo "make lab        JupyterLab on notebooks/"
 	@echo "make bench      benchmarks -> benchmarks/RESULTS.md and results.json"
+	@echo "make weights    retrain the shipped tiny models -> mha_core/weights/ (about 1 min)"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -60,6 +61,9 @@ lab: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+weights: $(STAMP)
+	$(BIN)/python scripts/train_pretrained.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
