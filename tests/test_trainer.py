@@ -1,0 +1,158 @@
+"""The tiny trainer: gradients against finite differences, determinism, learning, ablation, progress."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_core import MHAConfig, count_params
+from mha_core.tasks import IGNORE, OffsetPairTask
+from mha_core.trainer import (
+    ModelConfig,
+    TrainConfig,
+    accuracy,
+    count_model_params,
+    cross_entropy,
+    forward,
+    head_ablation,
+    init_model,
+    loss_and_grads,
+    prune_curve,
+    slot_accuracy,
+    text_progress,
+    train,
+    widget_progress,
+)
+
+SMALL = OffsetPairTask(vocab=3, seq_len=5, offsets=(1, 2))
+# Central differences in float64 (see test_backward): a correct gradient is within ~1e-9.
+EPS = 1e-6
+MAX_REL_ERR = 1e-6
+
+
+@pytest.mark.parametrize("h", [1, 2, 4])
+def test_parameter_count_is_flat_in_h_and_matches_the_arrays(h):
+    model = ModelConfig(h, d_model=8)
+    params = init_model(SMALL, model, 0)
+    counts = count_model_params(SMALL, model)
+    assert counts["total"] == sum(a.size for a in params.values())
+    assert counts["attention"] == count_params(MHAConfig(8, h))["total"]
+    assert counts == count_model_params(SMALL, ModelConfig(1, d_model=8))
+
+
+@pytest.mark.parametrize("h", [1, 2])
+def test_loss_gradients_match_finite_differences(h):
+    params = init_model(SMALL, ModelConfig(h, d_model=4), 3)
+    x, y = SMALL.sample(4, 3)
+    _, grads = loss_and_grads(params, x, y, h)
+    assert set(grads) == set(params)
+    for name, arr in params.items():
+        num = np.zeros_like(arr)
+        for i in np.ndindex(arr.shape):
+            old = arr[i]
+            arr[i] = old + EPS
+            up = loss_and_grads(params, x, y, h)[0]
+            arr[i] = old - EPS
+            down = loss_and_grads(params, x, y, h)[0]
+            arr[i] = old
+            num[i] = (up - down) / (2 * EPS)
+        scale = max(np.abs(num).max(), np.abs(grads[name]).max())
+        if scale == 0:
+            continue  # e.g. the row of a token absent from this batch: nothing to compare
+        assert np.abs(grads[name] - num).max() / scale < MAX_REL_ERR, name
+
+
+def test_cross_entropy_against_a_direct_formula_and_ignore():
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((2, 3, 4))
+    y = np.array([[1, IGNORE, 3], [0, 2, IGNORE]])
+    loss, dlogits = cross_entropy(logits, y)
+    p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    kept = [(0, 0), (0, 2), (1, 0), (1, 1)]
+    assert loss == pytest.approx(-np.mean([np.log(p[i, j, y[i, j]]) for i, j in kept]))
+    assert np.all(dlogits[0, 1] == 0) and np.all(dlogits[1, 2] == 0)
+    expected = p[0, 0] - np.eye(4)[1]
+    np.testing.assert_allclose(dlogits[0, 0], expected / len(kept))
+    with pytest.raises(ValueError, match="no entry with a target"):
+        cross_entropy(logits, np.full((2, 3), IGNORE))
+
+
+def test_forward_shapes_and_attention_is_causal():
+    task = OffsetPairTask(5, 6, (1, 3))
+    params = init_model(task, ModelConfig(2, d_model=8), 0)
+    x, _ = task.sample(0, 4)
+    logits, cache = forward(params, x, 2)
+    assert logits.shape == (4, 6, 2, 5)
+    w = cache["mha"]["weights"]
+    assert w.shape == (4, 2, 6, 6)
+    assert np.all(np.triu(w, k=1) == 0)
+    np.testing.assert_allclose(w.sum(-1), 1.0)
+
+
+def test_train_is_deterministic_per_seed_and_learns():
+    task = OffsetPairTask(4, 6, (1, 2))
+    model = ModelConfig(2, d_model=8)
+    a = train(task, model, TrainConfig(steps=120, batch=32, lr=1e-2, seed=5))
+    b = train(task, model, TrainConfig(steps=120, batch=32, lr=1e-2, seed=5))
+    c = train(task, model, TrainConfig(steps=120, batch=32, lr=1e-2, seed=6))
+    np.testing.assert_array_equal(a.losses, b.losses)
+    for k in a.params:
+        np.testing.assert_array_equal(a.params[k], b.params[k])
+    assert not np.array_equal(a.losses, c.losses)
+    assert a.losses[-10:].mean() < 0.5 * a.losses[:10].mean()
+    x, y = task.sample(99, 200)
+    assert accuracy(a.params, x, y, 2) > 1 / task.vocab**2  # better than guessing the pair
+
+
+def test_ablation_and_pruning_use_the_head_mask():
+    task = OffsetPairTask(4, 6, (1, 2))
+    params = train(task, ModelConfig(4, d_model=8), TrainConfig(steps=60, batch=16, seed=1)).params
+    x, y = task.sample(3, 100)
+    full = accuracy(params, x, y, 4)
+    abl = head_ablation(params, x, y, 4)
+    assert abl.shape == (4,)
+    for i in range(4):
+        assert abl[i] == accuracy(params, x, y, 4, head_mask=np.arange(4) != i)
+    order, curve = prune_curve(params, x, y, 4)
+    assert sorted(order.tolist()) == [0, 1, 2, 3]
+    assert curve.shape == (5,) and curve[0] == full
+    assert curve[1] == abl[order[0]]  # the first pruned head is the one whose removal costs least
+    assert abl[order[0]] == abl.max()
+    assert curve[-1] == accuracy(params, x, y, 4, head_mask=np.zeros(4))
+    a, b = slot_accuracy(params, x, y, 4)
+    assert 0 <= full <= min(a, b) <= 1
+
+
+def test_progress_callbacks():
+    task = OffsetPairTask(3, 4, (1, 2))
+    calls = []
+    train(task, ModelConfig(1, d_model=4), TrainConfig(steps=7, batch=2), progress=lambda *a: calls.append(a))
+    assert [c[0] for c in calls] == list(range(1, 8)) and all(c[1] == 7 for c in calls)
+    lines = []
+    report = text_progress(every=3, print_fn=lines.append)
+    for step in range(1, 8):
+        report(step, 7, 0.5)
+    assert lines == [f"step     {s}/7  loss 0.500" for s in (3, 6, 7)]
+    box, report = widget_progress()
+    report(50, 100, 1.25)
+    bar, label = box.children
+    assert (bar.value, bar.max) == (50, 100) and "loss 1.250" in label.value
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: ModelConfig(3, d_model=8), ValueError, "does not divide d_model"),
+        (lambda: TrainConfig(steps=0), ValueError, "steps must be a positive int"),
+        (lambda: TrainConfig(lr=2.0), ValueError, r"lr must be a float in \(0, 1\)"),
+        (lambda: TrainConfig(seed=-1), ValueError, "seed must be a non-negative int"),
+        (lambda: train("task", ModelConfig(1)), TypeError, "task must be an OffsetPairTask"),
+        (lambda: train(SMALL, ModelConfig(1, 4), progress=3), TypeError, "progress must be callable"),
+        (lambda: forward(init_model(SMALL, ModelConfig(1, 4), 0), np.zeros((1, 5)), 1), TypeError, "int ndarray"),
+        (lambda: forward(init_model(SMALL, ModelConfig(1, 4), 0), np.zeros((1, 9), int), 1), ValueError, "N=9"),
+        (lambda: text_progress(every=0), ValueError, "every must be a positive int"),
+    ],
+)
+def test_trainer_validates_arguments(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
