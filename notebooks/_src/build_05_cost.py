@@ -31,7 +31,6 @@ cells = [
         init_params,
         multi_head_attention,
         multi_head_attention_per_head,
-        scaled_dot_product_attention,
         softmax,
         trace_config,
     )
@@ -141,19 +140,22 @@ cells = [
     md(r"""
     ## 4 · "Multi-head is nearly free", on the clock
 
-    The counts say the work is the same for every $h$. The clock measures something else as well:
-    how well the CPU runs that work. With $d_{model}=512$ fixed we time, for each $h$:
+    The counts say the work is the same for every $h$. The clock also measures how well the CPU runs
+    that work. With $d_{model}=512$ fixed, we time three things for each $h$:
 
     - the whole fused forward (`multi_head_attention`);
-    - the attention core alone (`scaled_dot_product_attention` on $h$ heads of width $d_k$);
-    - the softmax alone on the $(h, N, N)$ scores.
+    - the two attention matmuls alone, $Q K^\top$ and weights times $V$, on $h$ heads of width $d_k$
+      (the same $2 N^2 d_{model}$ MACs for every $h$);
+    - the softmax alone on the $(h, N, N)$ scores ($h N^2$ exponentials).
 
-    Each figure is the best of a few repeats (this machine is shared, so expect noise; compare numbers
-    within one run). Your numbers will differ from the stored ones.
+    Each figure is the best of several interleaved repeats. Compare numbers within one run; yours
+    will differ from the stored ones. On a machine busy with other work, a multi-threaded matmul can
+    stall while it waits for a core, so a single value far off its neighbours is noise: re-run the
+    cell.
     """),
     code("""
     # NBVAL_IGNORE_OUTPUT
-    N_TIME, REPEATS = 128, 3
+    N_TIME, REPEATS = 128, 10
     rng = np.random.default_rng(0)
     x = rng.standard_normal((N_TIME, D_MODEL)).astype(np.float32)  # (N, d_model)
 
@@ -173,36 +175,39 @@ cells = [
     for h in HEADS:
         p = init_params(MHAConfig(D_MODEL, h), rng=h)
         d_k = D_MODEL // h
-        q, k, v = (rng.standard_normal((h, N_TIME, d_k)).astype(np.float32) for _ in range(3))
-        scores = rng.standard_normal((h, N_TIME, N_TIME)).astype(np.float32)  # (h, N, N)
+        q, k_t, v = (rng.standard_normal(shape).astype(np.float32)
+                     for shape in ((h, N_TIME, d_k), (h, d_k, N_TIME), (h, N_TIME, d_k)))
+        weights = softmax(rng.standard_normal((h, N_TIME, N_TIME)).astype(np.float32))  # (h, N, N)
         runs[h, "forward"] = partial(multi_head_attention, x, p, h)
-        runs[h, "core"] = partial(scaled_dot_product_attention, q, k, v)
-        runs[h, "softmax"] = partial(softmax, scores)
+        runs[h, "QK^T"] = partial(np.matmul, q, k_t)  # (h, N, d_k) @ (h, d_k, N) -> (h, N, N)
+        runs[h, "AV"] = partial(np.matmul, weights, v)  # (h, N, N) @ (h, N, d_k) -> (h, N, d_k)
+        runs[h, "softmax"] = partial(softmax, weights)
     best = best_ms(runs)
-    timing = {h: {key: best[h, key] for key in ("forward", "core", "softmax")} for h in HEADS}
+    timing = {h: {"forward": best[h, "forward"], "matmuls": best[h, "QK^T"] + best[h, "AV"],
+                  "softmax": best[h, "softmax"]} for h in HEADS}
 
-    core_flops = 2 * count_macs(MHAConfig(D_MODEL, 1), N_TIME)["attention"]  # the same for every h
+    matmul_flops = 2 * count_macs(MHAConfig(D_MODEL, 1), N_TIME)["attention"]  # FLOPs, same for every h
     print(f"N={N_TIME}, d_model={D_MODEL}, float32, best of {REPEATS} interleaved runs")
-    print("  h  d_k  forward ms  core ms  core GFLOP/s  softmax ms")
+    print("  h  d_k  forward ms  matmuls ms  matmul GFLOP/s  softmax ms")
     for h, t in timing.items():
-        gflops = core_flops / (t["core"] * 1e-3) / 1e9
-        print(f"{h:>3} {D_MODEL // h:>4} {t['forward']:>11.2f} {t['core']:>8.2f} {gflops:>13.1f} "
+        gflops = matmul_flops / (t["matmuls"] * 1e-3) / 1e9
+        print(f"{h:>3} {D_MODEL // h:>4} {t['forward']:>11.2f} {t['matmuls']:>11.2f} {gflops:>15.1f} "
               f"{t['softmax']:>11.2f}")
     """),
     code("""
     # NBVAL_IGNORE_OUTPUT
     assert set(timing) == set(HEADS) and all(v > 0 for t in timing.values() for v in t.values())
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for key, marker in (("forward", "o-"), ("core", "s-"), ("softmax", "^-")):
+    for key, marker in (("forward", "o-"), ("matmuls", "s-"), ("softmax", "^-")):
         ax1.plot(HEADS, [timing[h][key] for h in HEADS], marker, label=key)
     ax1.set(xscale="log", yscale="log", xlabel="h (heads), d_model = 512", ylabel="wall time (ms)",
             title=f"Same MACs, different clock (N={N_TIME})")
     ax1.set_xticks(HEADS, [str(h) for h in HEADS])
     ax1.legend()
     d_ks = [D_MODEL // h for h in HEADS]
-    ax2.plot(d_ks, [core_flops / (timing[h]["core"] * 1e-3) / 1e9 for h in HEADS], "o-")
-    ax2.set(xscale="log", xlabel="d_k = d_model / h", ylabel="attention core GFLOP/s",
-            title="Small d_k leaves the CPU under-used")
+    ax2.plot(d_ks, [matmul_flops / (timing[h]["matmuls"] * 1e-3) / 1e9 for h in HEADS], "o-")
+    ax2.set(xscale="log", xlabel="d_k = d_model / h", ylabel="GFLOP/s of QK^T and AV",
+            title="Small d_k: same FLOPs, less speed")
     ax2.set_xticks(d_ks, [str(d) for d in d_ks])
     ax2.invert_xaxis()
     fig.tight_layout()
@@ -211,11 +216,11 @@ cells = [
     md(r"""
     The summary below is computed from the table above, not written in advance. What to look for:
 
-    - **Moderate $h$ ($d_k$ of 32 or more).** If "nearly free" holds on this CPU, the forward pass
+    - **Moderate $h$ ($d_k$ of 64 or more).** If "nearly free" holds on this CPU, the forward pass
       stays near the $h=1$ time: the projections, identical for every $h$, are most of the work.
-    - **Large $h$ (tiny $d_k$).** A $(N, 4) \times (4, N)$ matmul has little work per output, so
-      the core's achieved GFLOP/s tends to fall. The softmax, $h N^2$ exponentials, also becomes a
-      visible share of the time.
+    - **Large $h$ (tiny $d_k$).** Each score costs $d_k$ MACs but is one number to write, so at
+      $d_k = 4$ the matmuls move almost as many bytes as they do arithmetic, and their GFLOP/s
+      tends to fall. The softmax, $h N^2$ exponentials with no $d_k$ factor, grows in step with $h$.
 
     The MAC count is the same for every $h$. Whether the clock agrees depends on $d_k$ and on the
     hardware, which is why it is measured here rather than assumed.
@@ -223,11 +228,11 @@ cells = [
     code("""
     # NBVAL_IGNORE_OUTPUT
     base = timing[1]["forward"]
-    slowest = max(HEADS, key=lambda h: timing[h]["forward"])
     for h in HEADS:
-        share = timing[h]["softmax"] / timing[h]["forward"]
-        print(f"h={h:>3}: forward {timing[h]['forward'] / base:5.2f}x the h=1 time; "
-              f"softmax alone ~{share:.0%} of it")
+        t = timing[h]
+        print(f"h={h:>3} (d_k={D_MODEL // h:>3}): forward {t['forward'] / base:5.2f}x the h=1 time; "
+              f"matmuls {t['matmuls'] / t['forward']:4.0%} and softmax {t['softmax'] / t['forward']:4.0%} of it")
+    slowest = max(HEADS, key=lambda h: timing[h]["forward"])
     print(f"slowest forward in this run: h={slowest} (d_k={D_MODEL // slowest})")
     """),
     md(r"""
@@ -253,7 +258,7 @@ cells = [
         p = init_params(MHAConfig(D_MODEL, h), rng=h)
         runs[h, "fused"] = partial(multi_head_attention, x, p, h)
         runs[h, "loop"] = partial(multi_head_attention_per_head, x, p, h)
-    best = best_ms(runs, repeats=3)
+    best = best_ms(runs, repeats=7)
     for h in (8, 64):
         fused, loop = best[h, "fused"], best[h, "loop"]
         print(f"h={h:>2}: fused {fused:6.2f} ms, loop {loop:6.2f} ms, loop/fused = {loop / fused:.2f}")
@@ -288,8 +293,9 @@ cells = [
       the head count only re-cuts the same matrices.
     - The projection term is linear in $N$, the attention term quadratic; they cross at $N = 2\,d_{model}$.
     - The softmax does $h N^2$ exponentials: the one count that grows with $h$, with no $d_k$ factor.
-    - On the clock, moderate $h$ costs about the same as $h=1$; very small $d_k$ runs the core
-      matmuls inefficiently and makes the softmax visible. Measure on your own hardware.
+    - On the clock, "nearly free" is a statement about moderate $h$. With very small $d_k$ the
+      attention matmuls run at a fraction of the CPU's speed and the $h N^2$ softmax shows. Measure
+      on your own hardware.
     - One batched matmul replaces the loop over heads with the same result.
     - The FFN's $8\,d_{model}^2$ weights are twice the attention sublayer's.
 
