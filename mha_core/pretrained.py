@@ -36,6 +36,9 @@ TRAIN = TrainConfig(steps=600, batch=64, lr=1e-2, seed=0)
 # The single head again with LONG_FACTOR x the budget, to check that it is not merely slower.
 LONG_FACTOR = 5
 LONG_SEEDS: tuple[int, ...] = (0, 1, 2)
+# A control where one head is NOT stuck: with 8 tokens (64 ordered pairs instead of 256) a single
+# head finds a blend the linear readout can untangle, given the long budget.
+CONTROL_TASK = replace(TASK, vocab=8)
 # Held-out sequences for every accuracy in the record: 1,000 x 9 target positions.
 EVAL_SEED = 12_345
 EVAL_BATCH = 1_000
@@ -83,7 +86,8 @@ def run_experiment(
     train_config : TrainConfig
         The shared budget; its ``seed`` is replaced by each run's seed.
     long_seeds : tuple of int
-        Seeds for the single head trained ``LONG_FACTOR`` times longer (``()`` skips it).
+        Seeds for the single head trained ``LONG_FACTOR`` times longer; the first also trains
+        the single head on ``CONTROL_TASK`` with both budgets. ``()`` skips both.
     progress : callable ``(step, steps, loss)``, optional
         Called with the steps done over all runs.
 
@@ -91,42 +95,52 @@ def run_experiment(
     -------
     record : dict
         JSON-ready: configuration, ``accuracy[h][seed]``, ``slot_accuracy[h][seed]``,
-        ``seconds[h][seed]``, ``long_budget`` and ``total_seconds``.
+        ``seconds[h][seed]``, ``long_budget``, ``control`` and ``total_seconds``.
     models : dict mapping ``(h, seed)`` to the trained weights
     """
     for h in heads:
         ModelConfig(h, D_MODEL)  # validates h before any training starts
     x, y = eval_set()
-    runs = [(h, s, train_config) for h in heads for s in seeds]
     long = replace(train_config, steps=train_config.steps * LONG_FACTOR)
-    runs += [(1, s, long) for s in long_seeds]
-    total = sum(cfg.steps for *_, cfg in runs)
+    runs = [("main", TASK, h, s, train_config) for h in heads for s in seeds]
+    runs += [("long", TASK, 1, s, long) for s in long_seeds]
+    if long_seeds:
+        runs += [("control", CONTROL_TASK, 1, long_seeds[0], cfg) for cfg in (train_config, long)]
+    total = sum(run[-1].steps for run in runs)
     done = 0
     record = {
         "task": asdict(TASK), "d_model": D_MODEL, "train": asdict(train_config),
         "eval": {"seed": EVAL_SEED, "batch": EVAL_BATCH}, "heads": list(heads), "seeds": list(seeds),
         "accuracy": {}, "slot_accuracy": {}, "seconds": {},
-        "long_budget": {"steps": long.steps, "seeds": list(long_seeds), "accuracy": {}, "seconds": {}},
+        "long_budget": {"steps": long.steps, "seeds": list(long_seeds), "accuracy": {}, "slot_accuracy": {}, "seconds": {}},
+        "control": {"task": asdict(CONTROL_TASK), "n_heads": 1, "seed": long_seeds[0] if long_seeds else None,
+                    "steps": [], "accuracy": [], "slot_accuracy": []},
     }
     models = {}
     start = time.perf_counter()
-    for h, seed, cfg in runs:
+    for kind, task, h, seed, cfg in runs:
         offset = done
 
         def report(step, steps, loss, offset=offset):
             if progress is not None:
                 progress(offset + step, total, loss)
 
-        result = train(TASK, ModelConfig(h, D_MODEL), replace(cfg, seed=seed), progress=report)
+        result = train(task, ModelConfig(h, D_MODEL), replace(cfg, seed=seed), progress=report)
         done += cfg.steps
-        acc = accuracy(result.params, x, y, h)
-        if cfg is long:
+        ex, ey = (x, y) if task == TASK else eval_set(task)
+        acc, slots = accuracy(result.params, ex, ey, h), list(slot_accuracy(result.params, ex, ey, h))
+        if kind == "long":
             record["long_budget"]["accuracy"][str(seed)] = acc
+            record["long_budget"]["slot_accuracy"][str(seed)] = slots
             record["long_budget"]["seconds"][str(seed)] = round(result.seconds, 2)
+            continue
+        if kind == "control":
+            for key, value in (("steps", cfg.steps), ("accuracy", acc), ("slot_accuracy", slots)):
+                record["control"][key].append(value)
             continue
         models[(h, seed)] = result.params
         record["accuracy"].setdefault(str(h), {})[str(seed)] = acc
-        record["slot_accuracy"].setdefault(str(h), {})[str(seed)] = list(slot_accuracy(result.params, x, y, h))
+        record["slot_accuracy"].setdefault(str(h), {})[str(seed)] = slots
         record["seconds"].setdefault(str(h), {})[str(seed)] = round(result.seconds, 2)
     record["total_seconds"] = round(time.perf_counter() - start, 1)
     return record, models

@@ -1,7 +1,7 @@
 """Retrain every shipped model and rewrite mha_core/weights/ (``make weights``).
 
 Runs ``mha_core.pretrained.run_experiment``: h in AVAILABLE_HEADS x SEEDS at the same d_model
-and budget, plus the single head with LONG_FACTOR x the budget. Prints a compact log and the
+and budget, plus the single head with LONG_FACTOR x the budget and the vocab-8 control. Prints a compact log and the
 accuracy table, then saves ``heads_<h>.npz`` and ``record.json``.
 """
 
@@ -31,6 +31,9 @@ def main() -> None:
         print(f"h={h}: " + "  ".join(f"{a:.3f}" for a in row) + f"   mean {row.mean():.3f}")
     long = record["long_budget"]
     print(f"h=1 with {long['steps']:,} steps: " + "  ".join(f"{a:.3f}" for a in long["accuracy"].values()))
+    ctrl = record["control"]
+    print(f"control, h=1 on vocab {ctrl['task']['vocab']}: " + ", ".join(
+        f"{a:.3f} after {n:,} steps" for n, a in zip(ctrl["steps"], ctrl["accuracy"], strict=True)))
     print(f"total training time {record['total_seconds']:.1f} s")
 
 
