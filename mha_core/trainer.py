@@ -254,6 +254,36 @@ def slot_accuracy(params, x: np.ndarray, y: np.ndarray, n_heads: int, head_mask=
     return float(right[keep][:, 0].mean()), float(right[keep][:, 1].mean())
 
 
+def attention_by_offset(params, x: np.ndarray, n_heads: int, min_query: int = 0) -> np.ndarray:
+    """How much attention each head pays ``k`` positions back, for ``k = 0 .. N-1``.
+
+    Parameters
+    ----------
+    params : dict of the model's weights
+    x : int ndarray of shape (B, N)
+    n_heads : int
+    min_query : int, default 0
+        Average only over queries ``t >= min_query`` (e.g. the first position with a target).
+
+    Returns
+    -------
+    ndarray of shape (h, N): entry ``[i, k]`` is head ``i``'s weight on key ``t - k``, averaged
+    over the batch and over the queries ``t >= max(k, min_query)``; ``NaN`` where no query has
+    such a key.
+    """
+    _, cache = forward(params, x, n_heads)
+    w = cache["mha"]["weights"].mean(0)  # (h, N, N), averaged over the batch
+    h, n = w.shape[0], w.shape[-1]
+    if isinstance(min_query, bool) or not isinstance(min_query, (int, np.integer)) or not 0 <= min_query < n:
+        raise ValueError(f"min_query must be an int in [0, N={n}), got {min_query!r}")
+    out = np.full((h, n), np.nan)
+    for k in range(n):
+        t = np.arange(max(k, min_query), n)  # queries that have a key k places back
+        if t.size:
+            out[:, k] = w[:, t, t - k].mean(-1)  # (h,)
+    return out
+
+
 def head_ablation(params, x: np.ndarray, y: np.ndarray, n_heads: int) -> np.ndarray:
     """Accuracy with each head removed in turn (its output zeroed before ``W_O``).
 

@@ -11,6 +11,7 @@ from mha_core.trainer import (
     ModelConfig,
     TrainConfig,
     accuracy,
+    attention_by_offset,
     count_model_params,
     cross_entropy,
     forward,
@@ -102,6 +103,22 @@ def test_train_is_deterministic_per_seed_and_learns():
     assert a.losses[-10:].mean() < 0.5 * a.losses[:10].mean()
     x, y = task.sample(99, 200)
     assert accuracy(a.params, x, y, 2) > 1 / task.vocab**2  # better than guessing the pair
+
+
+def test_attention_by_offset_against_a_loop():
+    task = OffsetPairTask(4, 6, (1, 3))
+    params = init_model(task, ModelConfig(2, d_model=8), 2)
+    x, _ = task.sample(1, 5)
+    prof = attention_by_offset(params, x, 2, min_query=2)
+    w = forward(params, x, 2)[1]["mha"]["weights"]  # (B, h, N, N)
+    for i in range(2):
+        for k in range(6):
+            vals = [w[b, i, t, t - k] for b in range(5) for t in range(max(k, 2), 6)]
+            assert prof[i, k] == pytest.approx(np.mean(vals))
+    full = attention_by_offset(params, x, 2)
+    np.testing.assert_allclose(np.nansum(full * np.arange(6, 0, -1), -1), 6.0)  # every query's row sums to 1
+    with pytest.raises(ValueError, match="min_query must be an int"):
+        attention_by_offset(params, x, 2, min_query=6)
 
 
 def test_ablation_and_pruning_use_the_head_mask():
