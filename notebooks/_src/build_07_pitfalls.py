@@ -115,8 +115,9 @@ cells = [
 
     It does not. Head $i$'s $W_Q^i$ is a column block of $W_Q$, of shape $(d_{model}, d_k)$: it has a
     row for every input feature. The "slice" is in the output of the projection, not in $X$. To see
-    it, change one input feature (one column of $X$) at a time, taking one from each $d_k$-wide block
-    of $X$, and record how much each head's output moves.
+    it, change one input feature (one column of $X$) at a time, for every one of the $d_{model}$
+    features, and record how much each head's output moves. If heads read slices, feature $j$ would
+    move only head $\lfloor j / d_k \rfloor$.
     """),
     code("""
     small = MHAConfig(64, 8)
@@ -126,20 +127,21 @@ cells = [
     W_Q3 = p["W_Q"][:, 3 * small.d_k:4 * small.d_k]  # (d_model, d_k): head 3's query weights
     assert W_Q3.shape == (small.d_model, small.d_k)
 
-    moved = np.zeros((small.h, small.h))  # (input block b, head i)
-    for b in range(small.h):
+    moved = np.zeros((small.d_model, small.h))  # (input feature j, head i)
+    for j in range(small.d_model):
         X2 = Xs.copy()
-        X2[:, b * small.d_k] += 1.0  # one feature, in input block b
-        moved[b] = np.abs(head_outputs(X2, p, small.h) - base).max(axis=(1, 2))  # (h,)
+        X2[:, j] += 1.0  # one input feature, for every token
+        moved[j] = np.abs(head_outputs(X2, p, small.h) - base).max(axis=(1, 2))  # (h,)
     assert (moved > 1e-6).all()  # every feature reaches every head
     print(f"W_Q^3 has shape {W_Q3.shape}: all {small.d_model} input features feed head 3")
-    print(f"smallest change seen by any head: {moved.min():.3f}; the slice picture predicts 0 off the diagonal")
+    print(f"all {moved.size} (feature, head) pairs respond; smallest change {moved.min():.3f}")
+    print(f"the slice picture would leave {moved.size - small.d_model} of them at exactly 0")
     """),
     code("""
-    fig, ax = plt.subplots(figsize=(5, 4))
-    im = ax.imshow(moved, cmap="viridis")
+    fig, ax = plt.subplots(figsize=(5, 4.5))
+    im = ax.imshow(moved, cmap="viridis", aspect="auto")
     ax.set(title="Change in each head's output\\nwhen one input feature changes",
-           xlabel="head i", ylabel="block b of X holding the changed feature")
+           xlabel="head i", ylabel="changed input feature j (column of X)")
     fig.colorbar(im, ax=ax, label="max |change|")
     plt.show()
     """),
@@ -352,7 +354,7 @@ cells = [
     |---|---|
     | $\sqrt{d_{model}}$ scale | logits shrink by exactly $\sqrt{h}$; flatter rows (higher entropy, lower max weight) |
     | more heads cost more | parameters and MACs identical for $h$ from 1 to 512 |
-    | heads read slices of $X$ | every input feature moves every head |
+    | heads read slices of $X$ | each of the $d_{model}$ input features moves every head |
     | no $W_O$ | a disturbed head moves only its own output block |
     | softmax over queries | columns sum to 1, rows do not; large output error |
     | mask after softmax | rows sum below 1 and the last token changes earlier outputs |
