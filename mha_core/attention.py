@@ -3,15 +3,30 @@
     scores  = Q K^T / sqrt(d_k)          (..., N_q, N_k)
     weights = softmax(scores) over keys   (..., N_q, N_k)
     out     = weights V                   (..., N_q, d_v)
+
+Each query row's softmax needs only that row's scores, so the three steps can also run on a
+block of query rows at a time. ``_attend`` does exactly that when no tracer is watching (see
+``SCORE_BLOCK_BYTES``); with a tracer it runs each step once at full size, as written above,
+so the recorded shapes and MACs are the textbook ones. Both give the same numbers.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ._checks import check_float_array, check_mask, check_memory
 from .softmax import softmax_
 from .trace import NO_TRACER
+
+# Size of one block of scores (..., rows, N_k) in the blocked path. A block this size stays in
+# the CPU's last-level cache from the Q K^T matmul through the softmax's passes to the weighted
+# sum, and its memory is reused block after block instead of page-faulting a fresh N^2 array.
+# Smaller blocks mean more, smaller BLAS calls, which cost more on a busy machine; 16 MiB also
+# stays under glibc's 32 MiB mmap threshold, so freed blocks are reused. Below one block
+# (e.g. h=8, N <= 724 in float32) nothing changes. See benchmarks/RESULTS.md.
+SCORE_BLOCK_BYTES = 16 * 2**20
 
 
 def scaled_dot_product_attention(
@@ -76,12 +91,39 @@ def scaled_dot_product_attention(
     elif not np.isfinite(scale):
         raise ValueError(f"scale must be finite, got scale={scale}")
     check_memory(scores_shape, q.dtype, max_bytes, "the attention scores")
+    return _attend(q, k, v, mask, scale, tracer=tracer)
 
-    t = tracer or NO_TRACER
+
+def _attend(q, k, v, mask, scale: float, *, tracer=None, keep_weights: bool = True):
+    """``scaled_dot_product_attention`` on arguments already checked; ``weights`` is None
+    unless ``keep_weights``.
+
+    With a ``tracer`` the steps run once over all query rows and are recorded. Without one they
+    run on blocks of query rows (``SCORE_BLOCK_BYTES``); the weights, when kept, are written
+    block by block straight into their final (..., N_q, N_k) array.
+    """
     q = q * q.dtype.type(scale)  # (..., N_q, d_k); scaling q costs N*d_k, scaling the scores N^2
-    scores = t.matmul("scores = Q K^T / sqrt(d_k)", q, np.swapaxes(k, -1, -2))  # (..., N_q, N_k)
-    if mask is not None:
-        np.copyto(scores, -np.inf, where=~mask)  # not allowed -> -inf -> weight exactly 0
-    weights = t.record("weights = softmax(scores)", softmax_(scores, axis=-1))  # (..., N_q, N_k)
-    out = t.matmul("head outputs = weights V", weights, v)  # (..., N_q, d_v)
+    k_t = np.swapaxes(k, -1, -2)  # (..., d_k, N_k), a view
+    if tracer is not None and tracer is not NO_TRACER:
+        scores = tracer.matmul("scores = Q K^T / sqrt(d_k)", q, k_t)  # (..., N_q, N_k)
+        if mask is not None:
+            np.copyto(scores, -np.inf, where=~mask)  # not allowed -> -inf -> weight exactly 0
+        weights = tracer.record("weights = softmax(scores)", softmax_(scores, axis=-1))  # (..., N_q, N_k)
+        out = tracer.matmul("head outputs = weights V", weights, v)  # (..., N_q, d_v)
+        return out, weights
+
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    out = np.empty((*lead, n_q, v.shape[-1]), dtype=q.dtype)  # (..., N_q, d_v)
+    weights = np.empty((*lead, n_q, n_k), dtype=q.dtype) if keep_weights else None  # (..., N_q, N_k)
+    rows = max(1, SCORE_BLOCK_BYTES // (math.prod(lead) * n_k * q.itemsize))
+    for start in range(0, n_q, rows):
+        blk = slice(start, start + rows)  # a block of query rows
+        into = None if weights is None else weights[..., blk, :]
+        scores = np.matmul(q[..., blk, :], k_t, out=into)  # (..., rows, N_k)
+        if mask is not None:
+            rows_mask = mask[..., blk, :] if mask.ndim >= 2 and mask.shape[-2] != 1 else mask
+            np.copyto(scores, -np.inf, where=~rows_mask)  # not allowed -> -inf -> weight exactly 0
+        softmax_(scores, axis=-1)  # (..., rows, N_k), in place
+        np.matmul(scores, v, out=out[..., blk, :])  # (..., rows, N_k) @ (..., N_k, d_v) -> (..., rows, d_v)
     return out, weights

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._checks import check_finite, check_float_array, check_mask, check_memory, check_positive_int
-from .attention import scaled_dot_product_attention
+from .attention import _attend, scaled_dot_product_attention
 from .heads import merge_heads, split_heads
 from .masks import causal_mask
 from .trace import NO_TRACER
@@ -135,8 +135,9 @@ def _project(t, name: str, x: np.ndarray, W: np.ndarray, b) -> np.ndarray:
     return y.reshape(*lead, W.shape[1])  # (..., N, d_out)
 
 
-def _heads_forward(c: _Call, t) -> tuple[np.ndarray, np.ndarray]:
-    """Fused projections, split, one batched attention. Returns heads (..., h, N_q, d_v) and weights."""
+def _heads_forward(c: _Call, t, keep_weights: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """Fused projections, split, one batched attention. Returns heads (..., h, N_q, d_v) and
+    weights (..., h, N_q, N_k), or None for the weights when not ``keep_weights``."""
     p = c.params
     lead, n_q, n_k = c.x.shape[:-2], c.x.shape[-2], c.x_kv.shape[-2]
     t.record("X", c.x)  # (..., N_q, d_model)
@@ -155,9 +156,11 @@ def _heads_forward(c: _Call, t) -> tuple[np.ndarray, np.ndarray]:
         if mask is not None:
             full = np.broadcast_to(mask, (*lead, c.h, n_q, n_k))  # (..., h, N_q, N_k), a view
             mask = full.reshape(*lead, c.n_kv, c.group, n_q, n_k)  # (..., n_kv, g, N_q, N_k)
-    heads, weights = scaled_dot_product_attention(Qh, Kh, Vh, mask, tracer=t, max_bytes=c.max_bytes)
+    # _attend: scaled_dot_product_attention without re-checking what _validate has checked
+    heads, weights = _attend(Qh, Kh, Vh, mask, 1.0 / np.sqrt(c.d_k), tracer=t, keep_weights=keep_weights)
     heads = heads.reshape(*lead, c.h, n_q, c.d_v)  # (..., h, N_q, d_v)
-    weights = weights.reshape(*lead, c.h, n_q, n_k)  # (..., h, N_q, N_k)
+    if weights is not None:
+        weights = weights.reshape(*lead, c.h, n_q, n_k)  # (..., h, N_q, N_k)
     if c.head_mask is not None:
         heads = heads * c.head_mask[:, None, None]  # (..., h, N_q, d_v), pruned heads -> 0
     return heads, weights
@@ -212,7 +215,7 @@ def multi_head_attention(
     """
     c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes)
     t = tracer or NO_TRACER
-    heads, weights = _heads_forward(c, t)  # (..., h, N_q, d_v), (..., h, N_q, N_k)
+    heads, weights = _heads_forward(c, t, return_weights)  # (..., h, N_q, d_v), (..., h, N_q, N_k)
     t.record("heads back: transpose", np.swapaxes(heads, -3, -2))  # (..., N_q, h, d_v)
     concat = t.record("concat: reshape", merge_heads(heads))  # (..., N_q, h*d_v)
     out = _project(t, "out = concat @ W_O", concat, params["W_O"], c.bias("b_O"))  # (..., N_q, d_model)
@@ -276,7 +279,7 @@ def head_outputs(x, params, n_heads, **kwargs) -> np.ndarray:
     Takes the keyword arguments of ``multi_head_attention`` except ``return_weights``.
     """
     c = _validate(x, params, n_heads, **_call_kwargs(kwargs))
-    heads, _ = _heads_forward(c, kwargs.get("tracer") or NO_TRACER)
+    heads, _ = _heads_forward(c, kwargs.get("tracer") or NO_TRACER, keep_weights=False)
     _check_output(heads, c)  # NaN/inf input -> an error naming it, as in multi_head_attention
     return heads  # (..., h, N_q, d_v)
 
