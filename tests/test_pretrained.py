@@ -3,6 +3,7 @@ interface the dashboard uses (``AVAILABLE_HEADS``, ``attention_maps``) keeps its
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -100,3 +101,24 @@ def test_two_heads_specialise_on_the_two_offsets():
 def test_pretrained_validates_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_run_experiment_save_and_load_round_trip(tmp_path):
+    calls = []
+    record, models = pretrained.run_experiment(
+        heads=(1, 2), seeds=(0, 1), train_config=replace(pretrained.TRAIN, steps=5), long_seeds=(0,),
+        progress=lambda *a: calls.append(a),
+    )
+    total = 4 * 5 + 5 * pretrained.LONG_FACTOR + 5 * (1 + pretrained.LONG_FACTOR)  # main, long, control
+    assert [c[0] for c in calls] == list(range(1, total + 1)) and calls[-1][1] == total
+    assert set(models) == {(1, 0), (1, 1), (2, 0), (2, 1)}
+    assert record["control"]["steps"] == [5, 5 * pretrained.LONG_FACTOR]
+    paths = pretrained.save(record, models, tmp_path)
+    assert sorted(p.name for p in paths) == ["heads_1.npz", "heads_2.npz", "record.json"]
+    assert pretrained.load_record(tmp_path) == json.loads(json.dumps(record))  # tuples become lists
+    x, y = pretrained.eval_set()
+    again = pretrained.load(2, seed=1, directory=tmp_path)
+    assert accuracy(again.params, x, y, 2) == record["accuracy"]["2"]["1"]
+    for k, a in models[(2, 1)].items():
+        np.testing.assert_array_equal(again.params[k], a)
+    assert pretrained.accuracy_table(record).shape == (2, 2)
