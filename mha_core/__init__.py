@@ -12,6 +12,10 @@ Where things live (one concept per module):
     trace      Tracer, trace_shapes, trace_config
     pitfalls   the classic mistakes, on purpose  (import mha_core.pitfalls; for notebook 07 and checkers)
     exercises  check_* -> Feedback             (import mha_core.exercises; the notebooks' exercises)
+    backward   *_forward -> cache, *_backward   hand-written gradients of attention and MHA
+    tasks      OffsetPairTask                  a toy task that needs two relationships at once
+    trainer    train, accuracy, head_ablation  a tiny NumPy model trained with Adam
+    pretrained load, attention_maps            shipped trained weights (notebook 08, dashboard)
 
 Conventions: ``Q = X @ W_Q`` with ``W_Q`` of shape ``(d_model, h*d_k)``; inputs ``(N, d_model)``
 or ``(B, N, d_model)``; symbols ``B, N, d_model, h, d_k, d_v, n_kv`` throughout.
