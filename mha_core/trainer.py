@@ -27,10 +27,12 @@ import numpy as np
 
 from ._checks import check_positive_int
 from .backward import mha_backward, mha_forward
-from .config import MHAConfig, init_params
+from .config import MHAConfig, as_rng, init_params
 from .tasks import IGNORE, OffsetPairTask
 
 ATTENTION_NAMES = ("W_Q", "W_K", "W_V", "W_O")
+PARAM_NAMES = ("tok_emb", "pos_emb", *ATTENTION_NAMES, "W_out", "b_out")
+Params = dict[str, np.ndarray]
 # Adam's usual moment decay rates and its epsilon (Kingma & Ba, 2015); nothing here is tuned.
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
@@ -107,6 +109,22 @@ def _check_task(task) -> OffsetPairTask:
     return task
 
 
+def _check_params(params) -> Params:
+    if not isinstance(params, dict):
+        raise TypeError(f"params must be a dict of arrays (see init_model), got {type(params).__name__}")
+    missing = [k for k in PARAM_NAMES if k not in params]
+    if missing:
+        raise ValueError(f"params is missing {missing}; expected keys {list(PARAM_NAMES)}")
+    return params
+
+
+def _check_xy(x, y) -> None:
+    if not isinstance(y, np.ndarray) or not np.issubdtype(y.dtype, np.integer):
+        raise TypeError(f"y must be an int ndarray of answers, got {type(y).__name__}")
+    if y.shape != x.shape:
+        raise ValueError(f"y must have the shape of x {x.shape}, got {y.shape}")
+
+
 def init_model(task: OffsetPairTask, model: ModelConfig, rng) -> dict[str, np.ndarray]:
     """Initial float64 weights.
 
@@ -119,7 +137,7 @@ def init_model(task: OffsetPairTask, model: ModelConfig, rng) -> dict[str, np.nd
     task = _check_task(task)
     if not isinstance(model, ModelConfig):
         raise TypeError(f"model must be a ModelConfig, got {type(model).__name__}")
-    gen = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    gen = as_rng(rng)
     d, V, N = model.d_model, task.vocab, task.seq_len
     params = {
         "tok_emb": EMB_STD * gen.standard_normal((V, d)) / np.sqrt(d),
@@ -164,6 +182,7 @@ def forward(
     cache : dict for ``backward``; ``cache["mha"]["weights"]`` are the attention weights
         (B, h, N, N).
     """
+    params = _check_params(params)
     if not isinstance(x, np.ndarray) or x.ndim != 2 or not np.issubdtype(x.dtype, np.integer):
         raise TypeError(f"x must be an int ndarray of shape (B, N), got {getattr(x, 'shape', type(x).__name__)}")
     N = x.shape[1]
@@ -212,7 +231,7 @@ def cross_entropy(logits: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]
     return loss, dlogits
 
 
-def backward(dlogits: np.ndarray, params: dict[str, np.ndarray], cache: dict) -> dict[str, np.ndarray]:
+def backward(dlogits: np.ndarray, params: Params, cache: dict) -> Params:
     """Gradients of the loss for every array in ``params``, given d loss / d logits (B, N, 2, V)."""
     x, r = cache["x"], cache["r"]  # (B, N), (B, N, d_model)
     d, two_v = params["W_out"].shape
@@ -231,30 +250,41 @@ def backward(dlogits: np.ndarray, params: dict[str, np.ndarray], cache: dict) ->
     return g
 
 
-def loss_and_grads(params, x: np.ndarray, y: np.ndarray, n_heads: int) -> tuple[float, dict[str, np.ndarray]]:
+def loss_and_grads(params: Params, x: np.ndarray, y: np.ndarray, n_heads: int) -> tuple[float, dict[str, np.ndarray]]:
     """Cross-entropy on a batch (``x``, ``y`` of shape (B, N)) and its gradient for every parameter."""
+    _check_xy(x, y)
     logits, cache = forward(params, x, n_heads)  # (B, N, 2, V)
     loss, dlogits = cross_entropy(logits, pair_targets(y, logits.shape[-1]))
     return loss, backward(dlogits, params, cache)
 
 
-def accuracy(params, x: np.ndarray, y: np.ndarray, n_heads: int, head_mask=None) -> float:
-    """Fraction of target positions (``y != IGNORE``) where both tokens of the pair are right."""
+def accuracy(params: Params, x: np.ndarray, y: np.ndarray, n_heads: int, head_mask: np.ndarray | None = None) -> float:
+    """Fraction of target positions (``y != IGNORE``) where both tokens of the pair are right.
+
+    Parameters
+    ----------
+    params : dict of the model's weights
+    x, y : int ndarrays of shape (B, N), tokens and answers (``OffsetPairTask.sample``)
+    n_heads : int
+    head_mask : array of shape (h,), optional; 0 removes a head
+    """
+    _check_xy(x, y)
     logits, _ = forward(params, x, n_heads, head_mask)  # (B, N, 2, V)
     keep = y != IGNORE  # (B, N)
     right = (logits.argmax(-1) == pair_targets(y, logits.shape[-1])).all(-1)  # (B, N)
     return float(right[keep].mean())
 
 
-def slot_accuracy(params, x: np.ndarray, y: np.ndarray, n_heads: int, head_mask=None) -> tuple[float, float]:
-    """Accuracy of each slot on its own: ``(token a back, token b back)``."""
+def slot_accuracy(params: Params, x: np.ndarray, y: np.ndarray, n_heads: int, head_mask: np.ndarray | None = None) -> tuple[float, float]:
+    """Accuracy of each slot on its own: ``(token a back, token b back)``; arguments as ``accuracy``."""
+    _check_xy(x, y)
     logits, _ = forward(params, x, n_heads, head_mask)  # (B, N, 2, V)
     keep = y != IGNORE  # (B, N)
     right = logits.argmax(-1) == pair_targets(y, logits.shape[-1])  # (B, N, 2)
     return float(right[keep][:, 0].mean()), float(right[keep][:, 1].mean())
 
 
-def attention_by_offset(params, x: np.ndarray, n_heads: int, min_query: int = 0) -> np.ndarray:
+def attention_by_offset(params: Params, x: np.ndarray, n_heads: int, min_query: int = 0) -> np.ndarray:
     """How much attention each head pays ``k`` positions back, for ``k = 0 .. N-1``.
 
     Parameters
@@ -284,7 +314,7 @@ def attention_by_offset(params, x: np.ndarray, n_heads: int, min_query: int = 0)
     return out
 
 
-def head_ablation(params, x: np.ndarray, y: np.ndarray, n_heads: int) -> np.ndarray:
+def head_ablation(params: Params, x: np.ndarray, y: np.ndarray, n_heads: int) -> np.ndarray:
     """Accuracy with each head removed in turn (its output zeroed before ``W_O``).
 
     Returns
@@ -295,7 +325,7 @@ def head_ablation(params, x: np.ndarray, y: np.ndarray, n_heads: int) -> np.ndar
     return np.array([accuracy(params, x, y, h, head_mask=np.arange(h) != i) for i in range(h)])
 
 
-def prune_curve(params, x: np.ndarray, y: np.ndarray, n_heads: int) -> tuple[np.ndarray, np.ndarray]:
+def prune_curve(params: Params, x: np.ndarray, y: np.ndarray, n_heads: int) -> tuple[np.ndarray, np.ndarray]:
     """Accuracy after pruning the ``k`` least important heads, for ``k = 0 .. h``.
 
     A head's importance is the accuracy lost when it alone is removed (``head_ablation``);
@@ -318,7 +348,7 @@ def prune_curve(params, x: np.ndarray, y: np.ndarray, n_heads: int) -> tuple[np.
     return order, np.array(acc)
 
 
-def adam_step(params, grads, state, lr: float) -> None:
+def adam_step(params: Params, grads: Params, state: dict, lr: float) -> None:
     """One Adam update, in place on ``params`` and ``state`` (``m``, ``v`` and step ``t``)."""
     b1, b2 = ADAM_BETAS
     state["t"] += 1

@@ -168,6 +168,10 @@ def test_progress_callbacks():
         (lambda: forward(init_model(SMALL, ModelConfig(1, 4), 0), np.zeros((1, 5)), 1), TypeError, "int ndarray"),
         (lambda: forward(init_model(SMALL, ModelConfig(1, 4), 0), np.zeros((1, 9), int), 1), ValueError, "N=9"),
         (lambda: text_progress(every=0), ValueError, "every must be a positive int"),
+        (lambda: forward({"tok_emb": np.zeros((3, 4))}, np.zeros((1, 5), int), 1), ValueError, "params is missing"),
+        (lambda: accuracy(init_model(SMALL, ModelConfig(1, 4), 0), *SMALL.sample(0, 2)[:1], np.zeros((2, 4), int), 1),
+         ValueError, "y must have the shape of x"),
+        (lambda: init_model(SMALL, ModelConfig(1, 4), "seed"), TypeError, "rng must be None, an int seed"),
     ],
 )
 def test_trainer_validates_arguments(call, error, match):
