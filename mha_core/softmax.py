@@ -48,5 +48,7 @@ def softmax_(s: np.ndarray, axis: int = -1) -> np.ndarray:
     s -= row_max  # every logit <= 0 now
     np.exp(s, out=s)  # in (0, 1], masked entries exp(-inf) = 0
     total = np.sum(s, axis=axis, keepdims=True)
-    np.divide(s, total, out=s, where=total > 0)  # a fully masked row stays all zeros
+    # Multiply by 1/total (0 for a fully masked row, which so stays all zeros): about twice as
+    # fast as a masked np.divide(s, total, where=total > 0) over the whole (N_q, N_k) array.
+    s *= np.divide(1, total, out=np.zeros_like(total), where=total > 0)
     return s
