@@ -30,8 +30,11 @@ from mha_core import (
     multi_head_attention,
     multi_head_attention_per_head,
 )
+from mha_core.attention import _attend
+from mha_core.heads import merge_heads, split_heads
+from mha_core.softmax import softmax_
 
-from .timing import interleaved
+from .timing import interleaved, numpy_threads, set_numpy_threads
 
 D_MODEL = 512
 # The grid of the issue: one head, the worked example's 8 heads, and 64 heads of d_k = 8.
@@ -137,8 +140,6 @@ def run(quick: bool, log=print) -> list[dict]:
     """Run the whole grid (or the quick one) and return one row per size."""
     import torch
 
-    from .timing import numpy_threads
-
     torch.set_num_threads(numpy_threads())
     budget, min_reps, max_reps = (1.0, 3, 15) if quick else (4.0, 3, 30)
     # One untimed size first: thread pools, BLAS buffers and torch's kernels start up here.
@@ -158,3 +159,75 @@ def run(quick: bool, log=print) -> list[dict]:
                 f"{row['gemm_fraction']['numpy']:.0%} of GEMM rate"
             )
     return rows
+
+
+def single_thread(quick: bool, log=print) -> list[dict]:
+    """The headline sizes again with numpy's BLAS and torch both on ONE thread.
+
+    numpy's element-wise functions (the softmax) always run on one core while torch's use all
+    of them, and a 2-thread BLAS suffers most when other processes take a core. One thread
+    each removes both effects: this is the like-for-like comparison of the code itself.
+    """
+    import torch
+
+    before_np, before_torch = numpy_threads(), torch.get_num_threads()
+    if not set_numpy_threads(1):
+        log("  cannot set numpy's BLAS threads: skipped")
+        return []
+    torch.set_num_threads(1)
+    try:
+        rows = []
+        for n in (100, 512) if quick else (100, 512, 2048):
+            row = run_size(8, n, 1, "float32", budget_s=1.0 if quick else 3.0, min_reps=3, max_reps=30)
+            row["threads"] = 1
+            rows.append(row)
+            log(f"  1 thread, h=8 N={n:<4} B=1 float32: speed vs torch {row['speedup_vs_torch']['numpy']:.2f}x, "
+                f"{row['gemm_fraction']['numpy']:.0%} of the 1-thread GEMM rate ({row['gemm_gflops']:.0f} GFLOP/s)")
+        return rows
+    finally:
+        set_numpy_threads(before_np)
+        torch.set_num_threads(before_torch)
+
+
+def breakdown(quick: bool, log=print) -> list[dict]:
+    """Where the fused forward's time goes at h=8, B=1, float32: each step timed on its own.
+
+    The steps are those of ``multi_head_attention`` run by hand; "softmax" is timed on a fresh
+    copy of the full score tensor (the copy is timed separately and subtracted).
+    """
+    h, out = 8, []
+    for n in (512,) if quick else (512, 2048):
+        steps = _breakdown_steps(n, h)
+        t = interleaved(steps, budget_s=1.0 if quick else 3.0, min_reps=3, max_reps=30)
+        med = {k: v["median"] for k, v in t.items()}
+        med["softmax (one shot)"] = med.pop("softmax + copy (one shot)") - med["copy of the scores"]
+        full = med["full forward"]
+        for name, sec in med.items():
+            out.append({"N": n, "h": h, "step": name, "ms": sec * 1e3, "share": sec / full})
+        log(f"  N={n}: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in med.items()))
+    return out
+
+
+def _breakdown_steps(n: int, h: int) -> dict:
+    """The fused forward's steps at size N=n as separate callables (see ``breakdown``)."""
+    config = MHAConfig(D_MODEL, h)
+    rng = np.random.default_rng(0)
+    p = init_params(config, rng)
+    x = rng.standard_normal((1, n, D_MODEL)).astype(np.float32)  # (B, N, d_model)
+    x2 = x.reshape(n, D_MODEL)  # (B*N, d_model)
+    Qh, Kh, Vh = (split_heads((x2 @ p[w]).reshape(1, n, D_MODEL), h) for w in ("W_Q", "W_K", "W_V"))  # (B, h, N, d_k)
+    scale = 1.0 / np.sqrt(D_MODEL // h)
+    qs = Qh * np.float32(scale)  # (B, h, N, d_k)
+    scores = qs @ np.swapaxes(Kh, -1, -2)  # (B, h, N, N)
+    heads = _attend(Qh, Kh, Vh, None, scale, keep_weights=False)[0]  # (B, h, N, d_v)
+    steps = {
+        "full forward": lambda: multi_head_attention(x, p, h),
+        "Q, K, V projections": lambda: (x2 @ p["W_Q"], x2 @ p["W_K"], x2 @ p["W_V"]),
+        "attention as run (blocked)": lambda: _attend(Qh, Kh, Vh, None, scale, keep_weights=False),
+        "Q K^T (one shot)": lambda: qs @ np.swapaxes(Kh, -1, -2),
+        "softmax + copy (one shot)": lambda: softmax_(scores.copy()),
+        "copy of the scores": lambda: scores.copy(),
+        "weights V (one shot)": lambda: scores @ Vh,
+        "merge heads + W_O": lambda: merge_heads(heads).reshape(n, D_MODEL) @ p["W_O"],
+    }
+    return steps

@@ -135,6 +135,37 @@ def _heads_lines(results: dict) -> list[str]:
     return lines
 
 
+def _single_thread(results: dict) -> list[str]:
+    rows = results.get("single_thread", [])
+    if not rows:
+        return ["Not measured."]
+    lines = ["| h | N | B | dtype | numpy | torch | numpy vs torch | numpy % of 1-thread GEMM | 1-thread GEMM GFLOP/s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        t = r["times"]
+        lines.append(f"| {r['h']} | {r['N']} | {r['B']} | {r['dtype']} | {_ms(t['numpy'])} | {_ms(t['torch'])} "
+                     f"| **{r['speedup_vs_torch']['numpy']:.2f}x** | {r['gemm_fraction']['numpy']:.0%} "
+                     f"| {r['gemm_gflops']:.0f} |")
+    return lines
+
+
+def _breakdown(results: dict) -> list[str]:
+    rows = results.get("breakdown", [])
+    if not rows:
+        return ["Not measured."]
+    lengths = sorted({r["N"] for r in rows})
+    steps = list(dict.fromkeys(r["step"] for r in rows))
+    by = {(r["N"], r["step"]): r for r in rows}
+    lines = ["| step | " + " | ".join(f"N={n}" for n in lengths) + " |", "|---|" + "---|" * len(lengths)]
+    for step in steps:
+        cells = []
+        for n in lengths:
+            r = by.get((n, step))
+            cells.append("" if r is None else f"{r['ms']:.1f} ms ({r['share']:.0%})")
+        lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _memory(results: dict) -> list[str]:
     lines = ["| N | implementation | peak traced memory | score tensor (h, N, N) | peak / scores |",
              "|---|---|---|---|---|"]
@@ -218,6 +249,23 @@ def markdown(results: dict) -> str:
         "any ratio above 1 is efficiency lost, not work added.",
         "",
         *_heads_lines(results),
+        "",
+        "### One thread each",
+        "",
+        "numpy's BLAS and torch both limited to one thread (set in the benchmark only): the "
+        "comparison of the code itself, without numpy's single-threaded element-wise functions "
+        "against torch's multi-threaded ones and without a 2-thread BLAS waiting for a core that "
+        "another process holds.",
+        "",
+        *_single_thread(results),
+        "",
+        "### Where the time goes (h=8, B=1, float32, default threads)",
+        "",
+        "Each step of the fused forward timed on its own, interleaved; the share is of the full "
+        "forward's median. The one-shot rows run a step over the whole (h, N, N) score tensor; "
+        "\"attention as run\" is what the forward actually does (blocks of query rows).",
+        "",
+        *_breakdown(results),
         "",
         "## Memory",
         "",

@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
 
     sections = [
         ("core", "core vs torch vs per-head, and the GEMM roofline", lambda: core.run(args.quick)),
+        ("single_thread", "the headline sizes with one thread each", lambda: core.single_thread(args.quick)),
+        ("breakdown", "where the fused forward's time goes", lambda: core.breakdown(args.quick)),
         ("memory", "peak memory of the forward", lambda: memory.run(args.quick)),
     ]
     if not args.skip_notebooks:

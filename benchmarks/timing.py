@@ -96,6 +96,23 @@ def _openblas_core() -> str | None:
     return None
 
 
+def set_numpy_threads(n: int) -> bool:
+    """Ask numpy's bundled OpenBLAS to use ``n`` threads; False when it cannot be asked.
+
+    Only the benchmark does this (for its single-thread comparison); mha_core never does.
+    """
+    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
+    for path in glob.glob(os.path.join(libdir, "*openblas*")):
+        lib = ctypes.CDLL(path)
+        for symbol in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads"):
+            fn = getattr(lib, symbol, None)
+            if fn is not None:
+                fn.argtypes = [ctypes.c_int]
+                fn(n)
+                return True
+    return False
+
+
 def numpy_threads() -> int:
     """Threads numpy's BLAS uses; falls back to the CPUs this process may run on."""
     return _openblas_threads() or len(os.sched_getaffinity(0))
