@@ -116,14 +116,17 @@ def _attend(q, k, v, mask, scale: float, *, tracer=None, keep_weights: bool = Tr
     n_q, n_k = q.shape[-2], k.shape[-2]
     out = np.empty((*lead, n_q, v.shape[-1]), dtype=q.dtype)  # (..., N_q, d_v)
     weights = np.empty((*lead, n_q, n_k), dtype=q.dtype) if keep_weights else None  # (..., N_q, N_k)
-    rows = max(1, SCORE_BLOCK_BYTES // (math.prod(lead) * n_k * q.itemsize))
+    rows = min(n_q, max(1, SCORE_BLOCK_BYTES // (math.prod(lead) * n_k * q.itemsize)))
+    # Without kept weights, one block buffer is allocated once and reused by every block.
+    block = None if keep_weights else np.empty((*lead, rows, n_k), dtype=q.dtype)  # (..., rows, N_k)
     for start in range(0, n_q, rows):
-        blk = slice(start, start + rows)  # a block of query rows
-        into = None if weights is None else weights[..., blk, :]
-        scores = np.matmul(q[..., blk, :], k_t, out=into)  # (..., rows, N_k)
+        blk = slice(start, start + rows)  # a block of query rows (the last may be shorter)
+        n_blk = min(rows, n_q - start)
+        scores = weights[..., blk, :] if keep_weights else block[..., :n_blk, :]  # (..., n_blk, N_k)
+        np.matmul(q[..., blk, :], k_t, out=scores)  # (..., n_blk, d_k) @ (..., d_k, N_k)
         if mask is not None:
             rows_mask = mask[..., blk, :] if mask.ndim >= 2 and mask.shape[-2] != 1 else mask
             np.copyto(scores, -np.inf, where=~rows_mask)  # not allowed -> -inf -> weight exactly 0
-        softmax_(scores, axis=-1)  # (..., rows, N_k), in place
-        np.matmul(scores, v, out=out[..., blk, :])  # (..., rows, N_k) @ (..., N_k, d_v) -> (..., rows, d_v)
+        softmax_(scores, axis=-1)  # (..., n_blk, N_k), in place
+        np.matmul(scores, v, out=out[..., blk, :])  # (..., n_blk, N_k) @ (..., N_k, d_v) -> (..., n_blk, d_v)
     return out, weights
