@@ -51,7 +51,7 @@ dashboard: $(STAMP)
 # Classroom mode: the same notebook as reveal.js slides (arrow keys), offline template `mha-reveal`.
 slides: $(STAMP)
 	$(VOILA) notebooks/dashboard.ipynb --template=mha-reveal \
-		"--VoilaConfiguration.resources={'reveal': {'url_prefix': '/voila/templates/mha-reveal/static/reveal', 'scroll': True}}"
+		"--VoilaConfiguration.resources={'reveal': {'url_prefix': '/voila/templates/mha-reveal/static/reveal'}}"
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/

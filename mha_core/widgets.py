@@ -175,14 +175,19 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
         raise ValueError(f"no trained model with h={h}; trained models exist for h = {', '.join(map(str, available))}")
     from .pretrained import attention_maps
 
-    labels, weights = attention_maps(h, n=N, seed=seed)  # (h, N', N')
+    longest = len(attention_maps(h)[0])  # the toy task's sequence length
+    n = min(N, longest)
+    labels, weights = attention_maps(h, n=n, seed=seed)  # (h, n, n)
     labels = [str(t) for t in labels]
     weights = np.asarray(weights, dtype=np.float64)
+    if weights.shape != (h, n, n) or len(labels) != n:
+        raise ValueError(f"pretrained.attention_maps returned {weights.shape} and {len(labels)} labels, "
+                         f"expected ({h}, {n}, {n})")
     if causal:
-        n = weights.shape[-1]
         weights = weights * causal_mask(n)  # (h, N, N): forbidden keys -> 0
         weights = weights / weights.sum(axis=-1, keepdims=True)  # (h, N, N): = masked softmax
-    title = f"TRAINED weights (toy task), h={h}, N={len(labels)}, {mask_txt}"
+    cut = f" (its sequences have {longest} tokens)" if N > longest else ""
+    title = f"TRAINED weights (toy task), h={h}, N={n}{cut}, {mask_txt}"
     return labels, weights, title
 
 

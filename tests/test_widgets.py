@@ -88,6 +88,7 @@ def fake_pretrained(monkeypatch):
 
     def attention_maps(n_heads, n=None, seed=0):
         n = 6 if n is None else n
+        assert 2 <= n <= 6
         return [f"t{i}" for i in range(n)], np.full((n_heads, n, n), 1.0 / n)
 
     mod.attention_maps = attention_maps
@@ -106,6 +107,8 @@ def test_head_weights_trained_uses_pretrained_and_masks_exactly(fake_pretrained)
     np.testing.assert_allclose(wc[1], expected)
     with pytest.raises(ValueError, match="h=8"):
         W.head_weights(8, 6, kind="trained")
+    labels, w, title = W.head_weights(2, 20, kind="trained")  # longer than the task: cut to 6
+    assert len(labels) == 6 and w.shape == (2, 6, 6) and "6 tokens" in title
 
 
 def test_head_weights_trained_missing(monkeypatch):

@@ -1,0 +1,233 @@
+"""Helpers for the dashboard's browser and load tests: start Voila, drive a kernel socket.
+
+``voila_server`` starts ``voila notebooks/dashboard.ipynb`` exactly as ``make dashboard`` does
+(the settings in ``share/voila/voila.json``, the offline templates in ``share/jupyter``) on a
+free loopback port, and stops it and its kernels afterwards. ``KernelSocket`` talks to one
+kernel over the same websocket the page uses, to forge the messages a hostile page could send.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK = "notebooks/dashboard.ipynb"
+CHROMIUM = "/usr/bin/chromium"
+# Flags from the project's tooling notes: without the background-networking ones Chromium
+# keeps trying to reach outside hosts, which would break the "no outside request" check.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Voila printed its first page ~6 s after launch on a 2-core machine; leave room for a busy CI box.
+STARTUP_TIMEOUT_S = 90
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def http(url: str, method: str = "GET", timeout: float = 10) -> int:
+    """HTTP status of a request (an error status is returned, not raised)."""
+    req = urllib.request.Request(url, method=method, data=b"{}" if method == "POST" else None)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status
+    except urllib.error.HTTPError as err:
+        return err.code
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0  # nothing listening (yet)
+
+
+@contextlib.contextmanager
+def voila_server(*extra_args: str):
+    """Run the dashboard server like ``make dashboard`` (plus ``extra_args``); yield a ``Server``."""
+    port = free_port()
+    env = {**os.environ, "JUPYTER_PATH": str(REPO / "share" / "jupyter"), "OPENBLAS_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "voila", NOTEBOOK, f"--port={port}",
+           f"--Voila.config_file_paths={REPO / 'share' / 'voila'}", *extra_args]
+    log = tempfile.NamedTemporaryFile("w+b", prefix="voila-", suffix=".log", delete=False)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # own process group: kernels included
+    server = Server(proc, port, Path(log.name))
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while _alive(proc) and http(f"{server.url}voila/static/voila.js", timeout=2) != 200:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"voila did not start in {STARTUP_TIMEOUT_S} s:\n{server.log()[-3000:]}")
+            time.sleep(0.3)
+        if not _alive(proc):
+            raise RuntimeError(f"voila exited with {proc.returncode}:\n{server.log()[-3000:]}")
+        yield server
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+        log.close()
+
+
+def _alive(proc: subprocess.Popen) -> bool:
+    return proc.poll() is None
+
+
+def launch_chromium(playwright):
+    """Debian's chromium driven by Playwright (``playwright install`` cannot download here)."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+
+
+def is_local(url: str, port: int) -> bool:
+    """True for the server's own http/ws URLs and for in-page blob:/data: URLs."""
+    if url.startswith(("data:", "blob:http://127.0.0.1:", "about:")):
+        return True
+    return url.startswith((f"http://127.0.0.1:{port}/", f"ws://127.0.0.1:{port}/"))
+
+
+# -- /proc: memory and processes (Linux) -------------------------------------------------------
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of one process, from /proc/<pid>/status."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def descendants(pid: int) -> list[int]:
+    """All live descendant pids of ``pid`` (kernels are children of the voila process)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            with contextlib.suppress(FileNotFoundError):
+                kids = [int(k) for k in (task / "children").read_text().split()]
+                out += kids
+                todo += kids
+    return out
+
+
+def tree_rss(pid: int) -> int:
+    """Resident memory of ``pid`` and all its descendants."""
+    total = 0
+    for p in [pid, *descendants(pid)]:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            total += rss_bytes(p)
+    return total
+
+
+# -- one kernel's websocket, as a hostile page could use it ---------------------------------------
+
+class KernelSocket:
+    """The Jupyter websocket protocol (JSON frames) to one kernel of the server."""
+
+    def __init__(self, server: Server, kernel_id: str):
+        import websocket  # websocket-client, a dependency of jupyter_server
+
+        self.session = uuid.uuid4().hex
+        self.ws = websocket.create_connection(
+            f"{server.ws_url}api/kernels/{kernel_id}/channels?session_id={self.session}", timeout=10)
+        self.ws.settimeout(None)  # one reader thread blocks on the socket; timeouts use the queue
+        self.inbox: queue.Queue = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                frame = self.ws.recv()
+                if isinstance(frame, str):  # binary frames (images) are not needed here
+                    self.inbox.put(json.loads(frame))
+        except Exception:  # socket closed: the reader ends
+            return
+
+    def send(self, msg_type: str, content: dict, channel: str = "shell") -> str:
+        msg_id = uuid.uuid4().hex
+        self.ws.send(json.dumps({
+            "header": {"msg_id": msg_id, "msg_type": msg_type, "username": "forger", "session": self.session,
+                       "date": "2026-01-01T00:00:00Z", "version": "5.3"},
+            "parent_header": {}, "metadata": {}, "content": content, "channel": channel, "buffers": [],
+        }))
+        return msg_id
+
+    def messages(self, seconds: float, idle: float | None = None):
+        """Yield the JSON messages received during ``seconds``, or until ``idle`` seconds pass
+        without one (binary frames, e.g. images, are skipped)."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            try:
+                yield self.inbox.get(timeout=max(min(left, idle or left), 0.01))
+            except queue.Empty:
+                return
+
+    def find_widgets(self, *css_classes: str, seconds: float = 30) -> dict[str, str]:
+        """css class -> comm id of the widgets carrying those classes in ``_dom_classes``.
+
+        Asks the kernel for its widget comms, then for their states one at a time, in creation
+        order, until every class is found (asking for all ~120 at once, images included, made
+        the server stop relaying to this socket).
+        """
+        self.send("comm_info_request", {"target_name": "jupyter.widget"})
+        comms: dict = {}
+        for msg in self.messages(seconds):
+            if msg["msg_type"] == "comm_info_reply":
+                comms = msg["content"]["comms"]
+                break
+        found: dict[str, str] = {}
+        for comm_id in comms:
+            self.send("comm_msg", {"comm_id": comm_id, "data": {"method": "request_state"}})
+            for msg in self.messages(5, idle=2):
+                content = msg.get("content", {})
+                if msg["msg_type"] == "comm_msg" and content.get("comm_id") == comm_id:
+                    for css in set(css_classes) & set(content["data"].get("state", {}).get("_dom_classes", ())):
+                        found[css] = comm_id
+                    break
+            if len(found) == len(set(css_classes)):
+                return found
+        raise LookupError(f"widgets with classes {sorted(set(css_classes) - set(found))} not found "
+                          f"among {len(comms)} comms")
+
+    def forge_update(self, comm_id: str, state: dict) -> None:
+        """Send the widget update message a page sends when a control moves."""
+        self.send("comm_msg", {"comm_id": comm_id, "data": {"method": "update", "state": state,
+                                                             "buffer_paths": []}})
+
+    def close(self) -> None:
+        self.ws.close()
