@@ -403,7 +403,7 @@ class ShapeExplorer(_Panel):
         self.boxes.add_class("mha-shape-boxes")
         self.widget = widgets.VBox([
             widgets.HBox([widgets.VBox([self.B, self.N]), widgets.VBox([self.d_model, self.h])]),
-            self.status, self.summary, widgets.HBox([self.ledger, self.boxes]),
+            self.status, self.summary, self.ledger, self.boxes,
         ])
         self.widget.add_class("mha-shape-panel")
         self.refresh()
@@ -438,7 +438,7 @@ class ShapeExplorer(_Panel):
         )
         self.ledger.value = ledger_html(s["steps"])
         self.boxes.value = shape_boxes_svg(
-            s["steps"], title=f"B={B}, N={N}, d_model={d_model}, h={h}, d_k={s['d_k']}", cell_px=105)
+            s["steps"], title=f"B={B}, N={N}, d_model={d_model}, h={h}, d_k={s['d_k']}")
 
 
 class HeadExplorer(_Panel):
