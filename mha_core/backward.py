@@ -46,10 +46,10 @@ def _unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return grad.sum(axis=stretched, keepdims=True) if stretched else grad
 
 
-def _check_dout(dout, like: np.ndarray, name: str = "dout") -> np.ndarray:
-    dout = check_float_array(dout, name)
-    if dout.shape != like.shape:
-        raise ValueError(f"{name} must have the forward output's shape {like.shape}, got {dout.shape}")
+def _check_dout(dout, shape: tuple[int, ...]) -> np.ndarray:
+    dout = check_float_array(dout, "dout")
+    if dout.shape != tuple(shape):
+        raise ValueError(f"dout must have the forward output's shape {tuple(shape)}, got {dout.shape}")
     return dout
 
 
@@ -112,7 +112,7 @@ def attention_backward(dout: np.ndarray, cache: Cache) -> dict[str, np.ndarray]:
     c = _check_cache(cache, "attention")
     q, k, v, weights, scale = c["q"], c["k"], c["v"], c["weights"], c["scale"]
     lead = weights.shape[:-2]
-    dout = _check_dout(dout, np.empty((*lead, q.shape[-2], v.shape[-1]), dtype=q.dtype))
+    dout = _check_dout(dout, (*lead, q.shape[-2], v.shape[-1]))
     dweights = dout @ np.swapaxes(v, -1, -2)  # (..., N_q, d_v) @ (..., d_v, N_k) -> (..., N_q, N_k)
     dscores = weights * (dweights - (dweights * weights).sum(-1, keepdims=True))  # (..., N_q, N_k)
     dq = scale * dscores @ k  # (..., N_q, N_k) @ (..., N_k, d_k) -> (..., N_q, d_k)
@@ -198,7 +198,7 @@ def mha_backward(dout: np.ndarray, cache: Cache) -> dict[str, np.ndarray]:
     """
     c = _check_cache(cache, "mha")
     p, x, x_kv, h, n_kv = c["params"], c["x"], c["x_kv"], c["h"], c["n_kv"]
-    dout = _check_dout(dout, np.empty(c["out_shape"], dtype=x.dtype))
+    dout = _check_dout(dout, c["out_shape"])
     lead, n_q, n_k = x.shape[:-2], x.shape[-2], x_kv.shape[-2]
     d_model, d_model_kv = x.shape[-1], x_kv.shape[-1]
     heads, concat = c["heads"], c["concat"]
