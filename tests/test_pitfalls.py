@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mha_core import (
     MHAConfig,
@@ -130,6 +132,22 @@ def test_split_without_transpose_is_harmless_only_in_degenerate_cases():
     np.testing.assert_array_equal(pf.split_heads_without_transpose(one_token, H), split_heads(one_token, H))
     one_head = rng.standard_normal((N, D_K))
     np.testing.assert_array_equal(pf.split_heads_without_transpose(one_head, 1), split_heads(one_head, 1))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lead=st.lists(st.integers(1, 3), max_size=2),
+    n=st.integers(1, 6),
+    h=st.integers(1, 5),
+    d=st.integers(1, 4),
+)
+def test_split_without_transpose_scrambles_exactly_when_n_and_h_exceed_one(lead, n, h, d):
+    x = np.arange(np.prod([*lead, n, h * d])).reshape(*lead, n, h * d)  # (..., N, h*d), all distinct
+    wrong, right = pf.split_heads_without_transpose(x, h), split_heads(x, h)
+    assert wrong.shape == right.shape == (*lead, h, n, d)
+    assert np.array_equal(wrong, right) == (n == 1 or h == 1)
+    np.testing.assert_array_equal(pf.merge_heads_without_transpose(wrong), x)  # its own inverse
+    np.testing.assert_array_equal(merge_heads(right), x)
 
 
 def test_merge_without_transpose_undoes_split_without_transpose_only():
