@@ -46,7 +46,8 @@ __all__ = [
 # notebooks' stored outputs are reproducible.
 SEED = 0
 # float64 inputs and a tight tolerance: a correct float64 answer agrees to ~1e-15, while every
-# pitfall differs from the right answer by at least ~1e-2 on these inputs (tests/test_exercises.py).
+# pitfall's answer is far outside it on these inputs (test_each_pitfall_is_named checks that each
+# one is told apart from the right answer and from the other pitfalls).
 RTOL, ATOL = 1e-7, 1e-9
 # Sizes chosen pairwise different (N=5, h=4, d_k=3, B=2) so that a swapped axis always
 # changes the shape or the values, never both by coincidence.
