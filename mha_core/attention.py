@@ -23,10 +23,13 @@ from .trace import NO_TRACER
 # Size of one block of scores (..., rows, N_k) in the blocked path. A block this size stays in
 # the CPU's last-level cache from the Q K^T matmul through the softmax's passes to the weighted
 # sum, and its memory is reused block after block instead of page-faulting a fresh N^2 array.
-# Smaller blocks mean more, smaller BLAS calls, which cost more on a busy machine; 16 MiB also
-# stays under glibc's 32 MiB mmap threshold, so freed blocks are reused. Below one block
-# (e.g. h=8, N <= 724 in float32) nothing changes. See benchmarks/RESULTS.md.
+# Below one block (e.g. h=8, N <= 724 in float32, B=1) nothing changes. See benchmarks/RESULTS.md.
 SCORE_BLOCK_BYTES = 16 * 2**20
+# ... but never more blocks than this. Every block costs B*h small BLAS calls per matmul, and on a
+# busy machine each multi-threaded BLAS call can wait for a free core: with 64 blocks (h=64,
+# N=2048) the forward became ten times slower under load. Above 8 blocks the extra cache reuse
+# bought little even on an idle core.
+MAX_SCORE_BLOCKS = 8
 
 
 def scaled_dot_product_attention(
@@ -116,7 +119,8 @@ def _attend(q, k, v, mask, scale: float, *, tracer=None, keep_weights: bool = Tr
     n_q, n_k = q.shape[-2], k.shape[-2]
     out = np.empty((*lead, n_q, v.shape[-1]), dtype=q.dtype)  # (..., N_q, d_v)
     weights = np.empty((*lead, n_q, n_k), dtype=q.dtype) if keep_weights else None  # (..., N_q, N_k)
-    rows = min(n_q, max(1, SCORE_BLOCK_BYTES // (math.prod(lead) * n_k * q.itemsize)))
+    rows = max(SCORE_BLOCK_BYTES // (math.prod(lead) * n_k * q.itemsize), -(-n_q // MAX_SCORE_BLOCKS))
+    rows = min(n_q, max(1, rows))  # query rows per block
     # Without kept weights, one block buffer is allocated once and reused by every block.
     block = None if keep_weights else np.empty((*lead, rows, n_k), dtype=q.dtype)  # (..., rows, N_k)
     for start in range(0, n_q, rows):
