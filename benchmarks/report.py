@@ -214,7 +214,8 @@ def _dashboard(results: dict) -> list[str]:
         for k, v in values.items():
             lines.append(f"| {name} | {k} | {v:,.4g} |" if isinstance(v, (int, float)) else f"| {name} | {k} | {v} |")
     lines.append("")
-    lines.append(f"Browser tests: exit code {db['exit_code']}, {db['wall_s']:.0f} s.")
+    lines.append(f"Browser tests (`{'tests/test_dashboard_browser.py'}`): {db.get('summary', '')}, "
+                 f"exit code {db['exit_code']}, {db['wall_s']:.0f} s.")
     return lines
 
 
@@ -303,20 +304,78 @@ def markdown(results: dict) -> str:
     return "\n".join(parts) + "\n"
 
 
-NOTES = """## What the numbers say
+NOTES = """## What was changed in the core, and what it bought
 
-- **Why h=64 is slower at the same MACs.** With d_k = 8 the two attention matmuls become
-  h*B small products of shape (N, 8) @ (8, N) and (N, N) @ (N, 8). Their arithmetic intensity is
-  about d_k/2 = 4 FLOP per element of the N x N score tensor they read or write, so they are
-  limited by memory bandwidth, not by the FMA units; and BLAS cannot fill its register tiles along a
-  summed axis only 8 long. The softmax also does h * N^2 exponentials (64x those of one head),
-  which the MAC count ignores. The texts predict this: very large h with tiny d_k leaves each matmul
-  too small to saturate the SIMD lanes. torch's fused CPU kernel suffers less because it does not
-  write the N x N tensor to memory when `need_weights=False`.
-- **Where torch stays ahead.** numpy's element-wise functions (`exp`, `max`, the division of the
-  softmax) run on one core, while torch's softmax and its fused attention kernel use both; at large N
-  the softmax is a large part of the time. With `need_weights=True` torch must also materialise the
-  weights, and the gap closes.
-- **Memory.** The fused forward allocates the (B, h, N, N) scores once and does the softmax in
-  place, so its peak is about one score tensor plus the (much smaller) projections.
+Measured with `python -m benchmarks.before_after 1124612 --threads 1` (the first commit of the core
+against the current tree, interleaved in one process, one thread each so that the load on the
+shared machine does not decide the result; 2026-11-30 02:30 UTC):
+
+| size (float32) | before | after | speed-up | vs torch before -> after |
+|---|---|---|---|---|
+| h=8, N=100, B=1 | 2.33 ms | 2.29 ms | 1.02x | 0.95x -> 0.96x |
+| h=8, N=512, B=1 | 49.7 ms | 44.9 ms | 1.11x | 0.69x -> 0.77x |
+| h=8, N=2048, B=1 | 436 ms | 335 ms | 1.30x | 0.49x -> 0.64x |
+| h=64, N=512, B=1 | 82.8 ms | 52.2 ms | 1.59x | 0.31x -> 0.49x |
+| h=1, N=2048, B=1 | 93.9 ms | 92.0 ms | 1.02x | 0.93x -> 0.95x |
+| h=8, N=512, B=8 | 164 ms | 145 ms | 1.13x | 0.78x -> 0.88x |
+
+1. **Blocked attention** (`mha_core/attention.py`, `_attend`, `SCORE_BLOCK_BYTES` = 16 MiB). When no
+   tracer is watching, Q K^T, the mask, the softmax and the product with V run on one block of
+   query rows at a time, in one block buffer allocated once per call. Each row's softmax needs only
+   its own scores, so nothing changes numerically. It helps twice: the block is still in cache
+   when the softmax's passes and the second matmul read it, and the call no longer touches a fresh
+   N^2 array. On this VM first-touching fresh memory is slow: Q K^T at N=2048, h=8 took 22 ms into
+   a reused buffer and 128 ms into a new 128 MiB array. Peak memory without weights drops from
+   about one score tensor to a quarter of it at N=2048 (table above). With a tracer the steps run
+   once at full size, so `trace_shapes` and the MAC ledger are the textbook ones; the tests check
+   that tracing does not change a single bit of the output.
+2. **No second validation, no unused weights.** The fused forward calls `_attend` directly (its
+   arguments were checked by `_validate`) and allocates the (B, h, N, N) weights only when
+   `return_weights=True`.
+3. **Softmax normalisation by a reciprocal.** `softmax_` multiplies each row by `1/sum` (0 for a
+   fully masked row) instead of a masked `np.divide(..., where=)` over the N^2 array, which ran at
+   half the speed.
+
+Tried and not adopted:
+- **Fused QKV projection.** One packed (d_model, 3 d_model) GEMM was 5-15% faster than three, but
+  packing `W_Q | W_K | W_V` costs a 3 d_model^2 copy per call, more than it saves at N <= 512. It
+  pays only if the weights are stored packed, which would change the `params` dict the notebooks
+  teach.
+- **Contiguous copies before the batched matmuls.** No gain: the per-head views from `split_heads`
+  have a unit stride along d_k, so BLAS takes them as they are.
+- **Normalising after the weighted sum**, `(e / sum e) V = (e V) / sum e`: saves one N^2 pass
+  (about 6% at N=2048) but moves the last bit of the output between traced and untraced runs.
+- **float64 upcasts**: none on the fast path (the scale is cast to the input's dtype).
+- **Threads for the softmax**: numpy releases the GIL, so two threads could share the exp, but it
+  needs a thread pool, i.e. hidden global state in a teaching library.
+
+## Why the goals are not all met
+
+- **One thread each, the code itself is close to torch at short N and behind at long N** (table
+  "One thread each"). What is left is the softmax (table "Where the time goes"): numpy makes five
+  passes over the N^2 scores (max, subtract, exp, sum, scale), each on one core, while torch's
+  CPU attention kernel (`need_weights=False`) fuses them into one pass per block and uses every
+  core. The matmuls themselves run at BLAS speed. With `need_weights=True` torch must materialise
+  the weights too, and numpy+weights is much closer or ahead.
+- **At the default 2 threads on this shared machine, numpy loses far more than torch.** A forward at
+  h=8 makes about 20 BLAS calls (three projections, h products for Q K^T and h for weights V, W_O),
+  and OpenBLAS hands half of each call to its second thread. When another process holds the other
+  core, each hand-off waits for the scheduler: the h=8, N=100 forward took about 220 ms in a loaded
+  quick run against about 2 ms on a quiet core, with times bunched near multiples of 4 ms. torch
+  makes fewer, larger calls and suffers less. Compare the "load" rows above with the ratios. For
+  the dashboard and the notebooks, whose arrays are small, `OPENBLAS_NUM_THREADS=1` avoids this.
+- **GEMM fraction.** The reference is a square 1024 x 1024 GEMM. At B=1 the projections are
+  (N x 512) @ (512 x 512) products, too small for BLAS to reach that rate, and the softmax is time
+  with no MACs. At B=8 the projections are large GEMMs and the fraction is higher.
+- **Why h=64 is slower at the same MACs.** With d_k = 8 the two attention matmuls become h*B small
+  products of shape (N, 8) @ (8, N) and (N, N) @ (N, 8). They do about d_k/2 = 4 FLOP per element
+  of the N x N score tensor they write or read, so memory bandwidth limits them, not the FMA units,
+  and BLAS cannot fill its register tiles along a summed axis only 8 long. The softmax also does
+  h * N^2 exponentials, 64 times those of one head, which the MAC count ignores. The texts predict
+  it: a very large h with a tiny d_k leaves each matmul too small to keep the SIMD lanes busy.
+  torch's fused kernel suffers less because it never writes the N x N tensor when
+  `need_weights=False`.
+- **Blocks and busy machines.** Each block of query rows costs B*h BLAS calls per matmul, and those
+  are the calls that stall under load; `MAX_SCORE_BLOCKS` = 8 bounds them (an earlier version
+  with 64 blocks at h=64, N=2048 took 12 s under load against 0.56 s for torch).
 """
