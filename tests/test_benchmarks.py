@@ -1,0 +1,107 @@
+"""The benchmark harness's own logic: statistics, interleaving, parsing and the goal verdicts.
+
+No timing is asserted here (timings belong in benchmarks/RESULTS.md, not in unit tests).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `benchmarks`
+
+from benchmarks import report, suites  # noqa: E402
+from benchmarks.timing import interleaved, stats  # noqa: E402
+
+
+def test_stats_matches_sorted_samples():
+    samples = [5.0, 1.0, 4.0, 2.0, 3.0]
+    s = stats(samples)
+    assert s["median"] == 3.0 and s["min"] == 1.0 and s["n"] == 5
+    assert s["q1"] == 2.0 and s["q3"] == 4.0 and s["iqr"] == 2.0
+
+
+@pytest.mark.parametrize(("budget", "lo", "hi"), [(0.0, 3, 10), (1e9, 3, 7)])
+def test_interleaved_runs_every_callable_equally_within_rep_bounds(budget, lo, hi):
+    calls = {"a": 0, "b": 0}
+
+    def make(name):
+        def fn():
+            calls[name] += 1
+        return fn
+
+    t = interleaved({"a": make("a"), "b": make("b")}, budget_s=budget, min_reps=lo, max_reps=hi)
+    expected = lo if budget == 0.0 else hi
+    assert t["a"]["n"] == t["b"]["n"] == expected
+    assert calls["a"] == calls["b"] == expected + 1  # + the warm-up call
+
+
+def test_parse_printed_timings_reads_the_browser_tests_block():
+    out = (
+        "..\n"
+        "dashboard timings (this machine, this run):\n"
+        "  page load, preheated kernel (s): 2.17\n"
+        "  HTML served (s): 1.38, 0.52\n"
+        "  N slider to pixels, h<=16, N<=64 (ms): median 57, p90 77, n=12\n"
+        ".\n"
+    )
+    got = suites.parse_printed_timings(out)
+    assert got == {
+        "page load, preheated kernel (s)": 2.17,
+        "HTML served (s) #1": 1.38,
+        "HTML served (s) #2": 0.52,
+        "N slider to pixels, h<=16, N<=64 (ms) median": 57.0,
+        "N slider to pixels, h<=16, N<=64 (ms) p90": 77.0,
+        "N slider to pixels, h<=16, N<=64 (ms) n": 12.0,
+    }
+    assert suites.parse_printed_timings("no block here") == {}
+
+
+def test_flatten_keeps_every_number_with_its_path():
+    assert suites._flatten({"a": {"b": [1, 2.5]}, "c": "text", "d": True}) == {"a.b[0]": 1, "a.b[1]": 2.5}
+
+
+def _row(h, n, b, numpy_s, torch_s, share=0.9, frac=0.8):
+    t = {k: {"median": v, "iqr": 0.0} for k, v in
+         {"numpy": numpy_s, "numpy+weights": numpy_s, "per_head": numpy_s, "torch": torch_s,
+          "torch+weights": torch_s, "gemm": 0.01}.items()}
+    return {"h": h, "N": n, "B": b, "dtype": "float32", "d_k": 512 // h, "times": t,
+            "speedup_vs_torch": {"numpy": torch_s / numpy_s, "numpy+weights": torch_s / numpy_s,
+                                 "per_head": torch_s / numpy_s},
+            "projection_share": share, "gemm_gflops": 100.0,
+            "gflops": {"numpy": 100.0 * frac, "torch": 50.0},
+            "gemm_fraction": {"numpy": frac, "torch": 0.5}}
+
+
+def test_goals_judge_each_size_from_its_own_ratio():
+    results = {"machine": {"numpy_blas_threads": 2}, "core": [
+        _row(8, 100, 1, numpy_s=1.0, torch_s=1.2),  # faster than torch, 80% of GEMM
+        _row(8, 512, 1, numpy_s=1.0, torch_s=0.8, frac=0.5),  # slower, 50% of GEMM
+        _row(8, 2048, 1, numpy_s=1.0, torch_s=0.5, share=0.3),  # attention-bound: no GEMM goal
+        {"h": 64, "N": 2048, "B": 8, "dtype": "float32", "d_k": 8, "skipped": "too big"},
+    ]}
+    verdicts = {g["goal"]: g["met"] for g in report.goals(results)}
+    assert verdicts == {
+        "fused >= torch, h=8 float32 N=100 B=1": True,
+        "fused >= torch, h=8 float32 N=512 B=1": False,
+        "fused >= torch, h=8 float32 N=2048 B=1": False,
+        ">= 70% of GEMM rate, projection-bound h=8 N=100 B=1 float32": True,
+        ">= 70% of GEMM rate, projection-bound h=8 N=512 B=1 float32": False,
+    }
+
+
+def test_markdown_renders_skipped_sizes_and_missing_sections():
+    results = {"machine": {"cpu": "x", "logical_cpus": 2, "cpus_available": 2, "python": "3",
+                           "numpy": "2", "numpy_blas": "b", "numpy_blas_threads": 2},
+               "mode": "quick", "started_utc": "now", "load": {},
+               "core": [_row(8, 100, 1, 1.0, 1.2),
+                        {"h": 64, "N": 2048, "B": 8, "dtype": "float32", "d_k": 8, "skipped": "too big"}],
+               "notebooks": {"status": "not measured", "reason": "--skip-notebooks"},
+               "dashboard": {"status": "not measured", "reason": "no browser"}}
+    md = report.markdown(results)
+    assert "skipped: too big" in md
+    assert "Not measured: --skip-notebooks." in md
+    assert "not measured (no browser)" in md
+    assert "**1.20x**" in md
