@@ -36,7 +36,8 @@ test-fast: $(STAMP)
 
 # Voila settings live in share/voila/voila.json: offline template `mha` (share/jupyter/voila/
 # templates), 127.0.0.1 only, sources stripped, kernels accept only the widget messages (no
-# execute_request from the page), idle kernels culled after 5 min. OPENBLAS_NUM_THREADS=1: the
+# execute_request from the page), kernels idle for 10 min culled, even with the page still open
+# (a student back after 10 min reloads the page). OPENBLAS_NUM_THREADS=1: the
 # panels multiply small matrices, where a second BLAS thread costs more than it saves.
 # POOL preheated kernels: the first POOL visitors get the page in ~0.01 s instead of ~3 s, at the
 # price of one idle kernel (~130 MB) each, kept warm; the next visitor waits for a refill.
