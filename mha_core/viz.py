@@ -363,13 +363,17 @@ def head_grid_figure(weights: np.ndarray, labels: Sequence[str], *, title: str =
     return fig
 
 
-def canvas_png(fig: Figure) -> bytes:
-    """Draw ``fig`` on its Agg canvas and PNG-encode the pixels (faster than ``savefig``; for widgets)."""
+def canvas_png(fig: Figure, *, draw: bool = True) -> bytes:
+    """Draw ``fig`` on its Agg canvas and PNG-encode the pixels (faster than ``savefig``; for widgets).
+
+    ``draw=False`` encodes the canvas as it is, e.g. after blitting a few artists onto it.
+    """
     if not isinstance(fig, Figure):
         raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
-    fig.canvas.draw()
+    if draw:
+        fig.canvas.draw()
     rgba = np.asarray(fig.canvas.buffer_rgba())  # (H, W, 4)
     buf = io.BytesIO()
     Image.fromarray(rgba[..., :3]).save(buf, format="PNG", compress_level=PNG_COMPRESS_LEVEL)

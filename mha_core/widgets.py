@@ -552,8 +552,11 @@ class CostPanel(_Panel):
         self.image.add_class("mha-cost-image")
         self.worked = widgets.HTML()
         self.worked.add_class("mha-cost-worked")
+        self.by_h = widgets.HTML()
+        self.by_h.add_class("mha-cost-by-h")
+        self.plot = _CostPlot()
         self.widget = widgets.VBox([widgets.HBox([self.d_model, self.h, self.N]), self.status, self.numbers,
-                                    self.image, self.worked])
+                                    widgets.HBox([self.image, self.by_h]), self.worked])
         self.widget.add_class("mha-cost-panel")
         self.refresh()
 
@@ -586,7 +589,8 @@ class CostPanel(_Panel):
             f"<b>{regime}</b>; crossover at N = 2 &times; d_model = "
             f"<span class='mha-cost-crossover'>{s['crossover']:,}</span></div>"
         )
-        self.image.value = canvas_png(_cost_figure(s))
+        self.image.value = self.plot.render(s)
+        self.by_h.value = _by_h_html(s)
         rows = "".join(
             f"<tr><td>{n:,}</td><td>{mm['projections']:,}</td><td>{mm['attention']:,}</td><td>{mm['total']:,}</td>"
             f"<td>{mm['projections'] / mm['attention']:.2f}</td></tr>" for n, mm in s["worked"]
@@ -599,6 +603,24 @@ class CostPanel(_Panel):
         )
 
 
+def _by_h_html(s: dict) -> str:
+    """Counts for every h at the current N as an HTML table with bars: only the softmax grows."""
+    rows = []
+    top = max(max(mm["projections"], mm["attention"], mm["softmax_exps"]) for _, mm in s["by_h"])
+    for k, mm in s["by_h"]:
+        cells = []
+        for key, colour in (("projections", "#3b528b"), ("attention", "#5ec962"), ("softmax_exps", "#fde725")):
+            width = max(1, round(160 * np.log1p(mm[key]) / np.log1p(top)))  # log scale: 1e4 .. 1e11 all visible
+            cells.append(f"<td style='text-align:right'>{mm[key]:,}</td><td><div style='width:{width}px;"
+                         f"height:9px;background:{colour}'></div></td>")
+        bold = " style='font-weight:bold'" if k == s["h"] else ""
+        rows.append(f"<tr{bold}><td>{k}</td>{''.join(cells)}</tr>")
+    return (f"<b>Against h</b> (N={s['N']:,}, d_model={s['d_model']:,}): projection and attention MACs do not "
+            "change with h; only the softmax's h&middot;N&sup2; exponentials grow."
+            "<table class='mha-worked mha-cost-by-h'><tr><th>h</th><th colspan='2'>projection MACs</th>"
+            "<th colspan='2'>attention MACs</th><th colspan='2'>softmax exps</th></tr>" + "".join(rows) + "</table>")
+
+
 def _plain_log(value, _pos=None) -> str:
     """Tick label for a log axis without mathtext (which costs ~0.1 s per figure to parse)."""
     if value <= 0:
@@ -608,45 +630,65 @@ def _plain_log(value, _pos=None) -> str:
     return f"1e{exp}" if abs(mant - 1) < 1e-6 else ""
 
 
-def _cost_figure(s: dict):
-    """MACs against N (log-log) with the crossover marked, and counts against h: a Figure."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+class _CostPlot:
+    """MACs against N (log-log) with the crossover marked; reused between slider moves.
 
-    fig = Figure(figsize=(10, 3.6), dpi=80)
-    FigureCanvasAgg(fig)
-    fig.subplots_adjust(left=0.07, right=0.99, bottom=0.14, top=0.91, wspace=0.22)
-    ax, bx = fig.subplots(1, 2, width_ratios=(1.5, 1))
-    n = s["curve_n"]
-    ax.loglog(n, s["curve_proj"], label="projections 4 N d_model^2", color="#3b528b")
-    ax.loglog(n, s["curve_attn"], label="attention 2 N^2 d_model", color="#5ec962")
-    ax.loglog(n, s["curve_proj"] + s["curve_attn"], label="total", color="#21918c", linestyle="--")
-    ax.axvline(s["crossover"], color="gray", linestyle=":", label=f"crossover N = 2 d_model = {s['crossover']:,}")
-    m = s["macs"]
-    ax.plot([s["N"]], [m["total"]], "o", color="#440154", label=f"N = {s['N']:,}: {m['total']:,} MACs")
-    ax.set_xlabel("sequence length N")
-    ax.set_ylabel("MACs per forward pass")
-    ax.set_title(f"MACs against N (d_model={s['d_model']:,}, h={s['h']})", fontsize=10)
-    ax.legend(fontsize=7, loc="upper left")
-    hs = [k for k, _ in s["by_h"]]
-    bx.plot(hs, [mm["projections"] for _, mm in s["by_h"]], "o-", label="projections", color="#3b528b")
-    bx.plot(hs, [mm["attention"] for _, mm in s["by_h"]], "s-", label="attention", color="#5ec962")
-    bx.plot(hs, [mm["softmax_exps"] for _, mm in s["by_h"]], "^-", label="softmax exps (h N^2)", color="#fde725")
-    bx.set_xscale("log", base=2)
-    bx.set_yscale("log")
-    bx.set_xticks(hs, [str(k) for k in hs], fontsize=7)
-    bx.set_xlabel("number of heads h")
-    bx.set_ylabel("count at this N")
-    bx.set_title(f"h changes only the softmax work (N={s['N']:,})", fontsize=10)
-    bx.legend(fontsize=7)
-    for axis in (ax.xaxis, ax.yaxis, bx.yaxis):
-        axis.set_major_locator(LogLocator(base=10, numticks=8))
-        axis.set_major_formatter(FuncFormatter(_plain_log))
-        axis.set_minor_locator(NullLocator())
-        axis.set_minor_formatter(NullFormatter())
-    bx.xaxis.set_minor_locator(NullLocator())
-    return fig
+    The curves depend only on d_model: they are drawn once per d_model and kept as a
+    background. Moving N only pastes that background back and draws the marker (blitting).
+    """
+
+    def __init__(self):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+        self.fig = Figure(figsize=(7.5, 3.4), dpi=80)
+        FigureCanvasAgg(self.fig)
+        self.fig.subplots_adjust(left=0.1, right=0.98, bottom=0.15, top=0.9)
+        ax = self.ax = self.fig.subplots()
+        self.proj, = ax.plot([1, 2], [1, 2], label="projections 4 N d_model^2", color="#3b528b")
+        self.attn, = ax.plot([1, 2], [1, 2], label="attention 2 N^2 d_model", color="#5ec962")
+        self.total, = ax.plot([1, 2], [1, 2], label="total", color="#21918c", linestyle="--")
+        self.cross = ax.axvline(1, color="gray", linestyle=":", label="crossover N = 2 d_model")
+        self.marker, = ax.plot([1], [1], "o", color="#440154", label="this N", animated=True)
+        self.note = ax.text(0.98, 0.04, "", transform=ax.transAxes, ha="right", fontsize=8, animated=True)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(min(COST_NS) / 1.2, max(COST_NS) * 1.2)
+        ax.set_xlabel("sequence length N")
+        ax.set_ylabel("MACs per forward pass")
+        ax.legend(fontsize=7, loc="upper left")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(LogLocator(base=10, numticks=8))
+            axis.set_major_formatter(FuncFormatter(_plain_log))
+            axis.set_minor_locator(NullLocator())
+        self._d_model = None
+        self._background = None
+        self.full_draws = 0
+
+    def render(self, s: dict) -> bytes:
+        """PNG bytes of the plot for ``cost_state`` output ``s``."""
+        if s["d_model"] != self._d_model:
+            n = s["curve_n"]
+            self.proj.set_data(n, s["curve_proj"])
+            self.attn.set_data(n, s["curve_attn"])
+            self.total.set_data(n, s["curve_proj"] + s["curve_attn"])
+            self.cross.set_xdata([s["crossover"], s["crossover"]])
+            top = float((s["curve_proj"] + s["curve_attn"]).max())
+            self.ax.set_ylim(float(s["curve_attn"].min()) / 2, top * 2)
+            self.ax.set_title(f"MACs against N (d_model={s['d_model']:,}; the same for every h), "
+                              f"crossover at N = {s['crossover']:,}", fontsize=9)
+            self.fig.canvas.draw()  # the animated marker and note are left out
+            self._background = self.fig.canvas.copy_from_bbox(self.fig.bbox)
+            self._d_model = s["d_model"]
+            self.full_draws += 1
+        self.fig.canvas.restore_region(self._background)
+        m = s["macs"]
+        self.marker.set_data([s["N"]], [m["total"]])
+        self.note.set_text(f"N = {s['N']:,}: {m['total']:,} MACs")
+        self.ax.draw_artist(self.marker)
+        self.ax.draw_artist(self.note)
+        return canvas_png(self.fig, draw=False)
 
 
 class KVCachePanel(_Panel):
@@ -671,6 +713,7 @@ class KVCachePanel(_Panel):
         self.numbers.add_class("mha-kv-numbers")
         self.image = widgets.Image(format="png", layout=widgets.Layout(width="auto"))
         self.image.add_class("mha-kv-image")
+        self.plot = _KVPlot()
         self.widget = widgets.VBox([widgets.HBox([self.model, self.dtype]), widgets.HBox([self.n_kv, self.context]),
                                     self.status, self.numbers, self.image])
         self.widget.add_class("mha-kv-panel")
@@ -710,29 +753,58 @@ class KVCachePanel(_Panel):
                f", <span class='mha-kv-ratio'>{s['mha_bytes'] // s['bytes']:,}</span>&times; smaller than MHA "
                f"({_fmt_bytes(s['mha_bytes'])}).</div>")
         )
-        self.image.value = canvas_png(_kv_figure(s))
+        self.image.value = self.plot.render(s)
 
 
-def _kv_figure(s: dict):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+class _KVPlot:
+    """KV-cache bytes for every n_kv of the chosen model; the chosen n_kv is highlighted.
 
-    fig = Figure(figsize=(7, 2.8), dpi=80)
-    FigureCanvasAgg(fig)
-    fig.subplots_adjust(left=0.09, right=0.99, bottom=0.17, top=0.9)
-    ax = fig.subplots()
-    ks = [k for k, _ in s["all"]]
-    gib = [b / 2**30 for _, b in s["all"]]
-    colours = ["#fde725" if k == s["n_kv"] else "#3b528b" for k in ks]
-    ax.bar([str(k) for k in ks], gib, color=colours)
-    ax.set_xlabel("key/value heads n_kv (left: MQA, right: MHA)")
-    ax.set_ylabel("KV cache (GiB)")
-    ax.set_title(f"KV cache at {s['n_tokens']:,} tokens: {s['model']}", fontsize=9)
-    top = max(gib)
-    for i, g in enumerate(gib):
-        ax.text(i, g + top * 0.02, f"{g:.2f}", ha="center", fontsize=7)
-    ax.set_ylim(0, top * 1.15)
-    return fig
+    The bars depend on (model, context, dtype) and are drawn once per setting; moving n_kv only
+    redraws the highlighted bar on top of the kept background (blitting).
+    """
+
+    def __init__(self):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        self.fig = Figure(figsize=(7, 2.8), dpi=80)
+        FigureCanvasAgg(self.fig)
+        self.fig.subplots_adjust(left=0.09, right=0.99, bottom=0.17, top=0.9)
+        self.ax = self.fig.subplots()
+        self._key = None
+        self._background = None
+        self._bars: dict[int, object] = {}
+        self.full_draws = 0
+
+    def render(self, s: dict) -> bytes:
+        """PNG bytes of the bar chart for ``kv_state`` output ``s``."""
+        from matplotlib.patches import Rectangle
+
+        key = (s["model"], s["n_tokens"], s["dtype"])
+        ax = self.ax
+        if key != self._key:
+            ax.clear()
+            ks = [k for k, _ in s["all"]]
+            gib = [b / 2**30 for _, b in s["all"]]
+            bars = ax.bar([str(k) for k in ks], gib, color="#3b528b")
+            self._bars = dict(zip(ks, bars, strict=True))
+            ax.set_xlabel("key/value heads n_kv (left: MQA, right: MHA)")
+            ax.set_ylabel("KV cache (GiB)")
+            ax.set_title(f"KV cache at {s['n_tokens']:,} tokens, {s['dtype']}: {s['model']}", fontsize=9)
+            top = max(gib)
+            for i, g in enumerate(gib):
+                ax.text(i, g + top * 0.02, f"{g:.2f}", ha="center", fontsize=7)
+            ax.set_ylim(0, top * 1.15)
+            self.highlight = ax.add_patch(Rectangle((0, 0), 1, 1, color="#fde725", animated=True))
+            self.fig.canvas.draw()
+            self._background = self.fig.canvas.copy_from_bbox(self.fig.bbox)
+            self._key = key
+            self.full_draws += 1
+        self.fig.canvas.restore_region(self._background)
+        bar = self._bars[s["n_kv"]]
+        self.highlight.set_bounds(bar.get_x(), 0, bar.get_width(), bar.get_height())
+        ax.draw_artist(self.highlight)
+        return canvas_png(self.fig, draw=False)
 
 
 def shape_explorer(**kwargs) -> ShapeExplorer:

@@ -38,17 +38,24 @@ UPDATE_TIMEOUT_MS = 20_000
 SCREENSHOT = REPO / "docs" / "dashboard.png"
 TIMINGS: dict[str, list[float]] = {}
 
-# Records when a new heatmap has been decoded and painted: the end of "slider to pixels".
-PAINT_PROBE = """() => {
-  const img = document.querySelector('img.mha-heads-image');
-  window.__mha = {painted: 0, changes: 0};
-  new MutationObserver(() => {
-    window.__mha.changes += 1;
-    img.decode().catch(() => null).then(() => requestAnimationFrame(() => {
-      window.__mha.painted = performance.now();
-    }));
-  }).observe(img, {attributes: true, attributeFilter: ['src']});
+# Records, per watched element, when its new content has been painted: for an <img>, after the
+# new picture is decoded; for HTML, at the next animation frame after the change.
+PAINT_PROBE = """(watch) => {
+  window.__mha = {painted: {}, changes: {}};
+  for (const [key, selector] of Object.entries(watch)) {
+    const el = document.querySelector(selector);
+    window.__mha.painted[key] = 0;
+    window.__mha.changes[key] = 0;
+    new MutationObserver(() => {
+      window.__mha.changes[key] += 1;
+      const ready = el.tagName === 'IMG' ? el.decode().catch(() => null) : Promise.resolve();
+      ready.then(() => requestAnimationFrame(() => { window.__mha.painted[key] = performance.now(); }));
+    }).observe(el, el.tagName === 'IMG' ? {attributes: true, attributeFilter: ['src']}
+                                        : {childList: true, subtree: true, characterData: true});
+  }
 }"""
+WATCH = {"heads": "img.mha-heads-image", "cost": "img.mha-cost-image", "kv": "img.mha-kv-image",
+         "shape": ".mha-shape-summary"}
 
 
 def _record(name: str, seconds: float) -> None:
@@ -116,7 +123,7 @@ def loaded(browser, server):
     _wait_pool_filled(server, 2)
     page, rec, seconds = _load(browser, server)
     _record("page load, preheated kernel (s)", seconds)
-    page.evaluate(PAINT_PROBE)
+    page.evaluate(PAINT_PROBE, WATCH)
     yield page, rec
     page.close()
 
@@ -169,12 +176,21 @@ def test_page_loads_offline_without_console_errors(loaded, server):
     assert "Traceback" not in page.inner_text("body")
 
 
-def test_cold_load_time(browser, server):
-    """A visitor right after another: the preheated pool is still refilling, so this load is cold."""
+def test_load_while_the_pool_refills(browser, server):
+    """A visitor right after another: the preheated pool is still refilling."""
     page, rec, seconds = _load(browser, server)
-    _record("page load, cold kernel (s)", seconds)
+    _record("page load, pool refilling (s)", seconds)
     assert rec.errors() == []
     page.close()
+
+
+def test_cold_load_without_preheating(browser):
+    """POOL=0: every visitor waits for a fresh kernel to run the notebook."""
+    with voila_server() as srv:
+        page, rec, seconds = _load(browser, srv)
+        _record("page load, cold kernel, no preheating (s)", seconds)
+        assert rec.errors() == []
+        page.close()
 
 
 # -- safety ----------------------------------------------------------------------------------------
@@ -257,9 +273,11 @@ def test_shape_sliders_give_exact_numbers(loaded):
         __import__("numpy").zeros((1, 2, 8), "float32"), m.init_params(m.MHAConfig(8, 2), 0), 2))
 
 
-def _wait_painted(page, t0: float) -> float:
-    page.wait_for_function("t0 => window.__mha.painted > t0", arg=t0, timeout=UPDATE_TIMEOUT_MS)
-    return page.evaluate("window.__mha.painted") - t0
+def _wait_painted(page, t0: float, key: str = "heads") -> float:
+    """Milliseconds from ``t0`` (page clock) until the watched element ``key`` was repainted."""
+    page.wait_for_function("([t0, key]) => window.__mha.painted[key] > t0", arg=[t0, key],
+                           timeout=UPDATE_TIMEOUT_MS)
+    return page.evaluate("key => window.__mha.painted[key]", key) - t0
 
 
 def test_head_controls_change_the_heatmap(loaded):
@@ -275,7 +293,6 @@ def test_head_controls_change_the_heatmap(loaded):
     expect(caption).to_contain_text("h=16, N=64, causal mask", timeout=UPDATE_TIMEOUT_MS)
     srcs.append(img.get_attribute("src"))
     page.locator(".mha-heads-query select").select_option(label="8: it")
-    page.wait_for_function("n => window.__mha.changes >= n", arg=3, timeout=UPDATE_TIMEOUT_MS)
     expect(img).not_to_have_attribute("src", srcs[-1], timeout=UPDATE_TIMEOUT_MS)
     srcs.append(img.get_attribute("src"))
     assert len(set(srcs)) == len(srcs)
@@ -322,6 +339,16 @@ def test_slider_to_pixels_latency(loaded):
         t0 = page.evaluate("performance.now()")
         page.locator(".mha-heads-query select").select_option(index=i + 1)
         _record("query selector to pixels (ms)", _wait_painted(page, t0))
+    # the other panels' sliders, one arrow-key step each way
+    for css, key, name in ((".mha-shape-h", "shape", "shape h slider to text (ms)"),
+                           (".mha-cost-N", "cost", "cost N slider to pixels (ms)"),
+                           (".mha-kv-n_kv", "kv", "kv n_kv slider to pixels (ms)")):
+        handle = page.locator(f"{css} .noUi-handle")
+        for key_name in ("ArrowRight", "ArrowLeft") * 3:  # never past either end
+            handle.focus()
+            t0 = page.evaluate("performance.now()")
+            page.keyboard.press(key_name)
+            _record(name, _wait_painted(page, t0, key))
 
 
 def test_cost_and_kv_panels(loaded):

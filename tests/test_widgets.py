@@ -280,6 +280,9 @@ def test_head_explorer_download_links():
 
 def test_cost_panel():
     p = W.cost_panel()
+    image = p.image.value
+    p.N.value = 1000
+    assert p.plot.full_draws == 1 and p.image.value != image  # N only moves the marker (blitting)
     assert "<span class='mha-cost-crossover'>1,024</span>" in p.numbers.value
     assert f"{4 * 100 * 512**2:,}" in p.worked.value and f"{2 * 2000**2 * 512:,}" in p.worked.value
     p.N.value = 2000
@@ -287,13 +290,18 @@ def test_cost_panel():
     p.d_model.value = 64
     assert p.h.options == W.divisors(64) and p.h.value == 8
     assert "<span class='mha-cost-crossover'>128</span>" in p.numbers.value
+    assert p.plot.full_draws == 2
+    assert p.by_h.value.count("<tr") == len(W.divisors(64)) + 1
+    assert "<tr style='font-weight:bold'><td>8</td>" in p.by_h.value  # the current h
     assert p.refresh(h=3) is False and "h=3" in p.status.value
 
 
 def test_kv_cache_panel():
     p = W.kv_cache_panel()
     assert "MHA" in p.numbers.value
+    image = p.image.value
     p.n_kv.value = 1
+    assert p.plot.full_draws == 1 and p.image.value != image  # n_kv only moves the highlight
     assert "<b class='mha-kv-kind'>MQA</b>" in p.numbers.value
     assert "<span class='mha-kv-ratio'>32</span>" in p.numbers.value
     p.model.value = "small: d_model=512, h=8, 6 layers"
