@@ -16,6 +16,9 @@ Where things live (one concept per module):
     tasks      OffsetPairTask                  a toy task that needs two relationships at once
     trainer    train, accuracy, head_ablation  a tiny NumPy model trained with Adam
     pretrained load, attention_maps            shipped trained weights (notebook 08, dashboard)
+    demo       SENTENCE, PASSAGE, embed_tokens the demo sentence and its (N, d_model) input
+    viz        HeadGrid, ledger_html, draw_shape_boxes   figures (import mha_core.viz)
+    widgets    shape_explorer, head_explorer, cost_panel, kv_cache_panel   the dashboard's panels
 
 Conventions: ``Q = X @ W_Q`` with ``W_Q`` of shape ``(d_model, h*d_k)``; inputs ``(N, d_model)``
 or ``(B, N, d_model)``; symbols ``B, N, d_model, h, d_k, d_v, n_kv`` throughout.
