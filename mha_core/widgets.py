@@ -68,7 +68,18 @@ WEIGHT_CACHE_SIZE = 16
 
 
 def divisors(n: int, limit: int | None = None) -> tuple[int, ...]:
-    """The divisors of ``n`` in increasing order, optionally only those ``<= limit``."""
+    """The divisors of ``n`` in increasing order, optionally only those ``<= limit``.
+
+    Parameters
+    ----------
+    n : int, positive
+    limit : int, optional
+        Keep only divisors ``<= limit``.
+
+    Returns
+    -------
+    tuple of int, e.g. ``divisors(12) == (1, 2, 3, 4, 6, 12)``
+    """
     n = check_positive_int(n, "n")
     top = n if limit is None else min(n, check_positive_int(limit, "limit"))
     return tuple(d for d in range(1, top + 1) if n % d == 0)
@@ -100,6 +111,15 @@ def shape_state(B: int, N: int, d_model: int, h: int, *, seed: int = 0) -> dict:
     """Everything the shape explorer shows, for one setting of its sliders.
 
     Runs the real layer once through ``trace_shapes`` on a seeded input of shape (B, N, d_model).
+
+    Parameters
+    ----------
+    B : int, 1 .. SHAPE_MAX_B
+    N : int, 1 .. SHAPE_MAX_N
+    d_model : int, one of SHAPE_D_MODELS
+    h : int, a divisor of d_model, at most MAX_HEADS
+    seed : int, default 0
+        Seeds the input and the weights (the shapes do not depend on it).
 
     Returns
     -------
@@ -194,13 +214,28 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
 def crossover_n(d_model: int) -> int:
     """Sequence length where attention MACs (2 N^2 d_model) equal projection MACs (4 N d_model^2).
 
-    ``4 N d^2 = 2 N^2 d``  <=>  ``N = 2 d``.
+    ``4 N d^2 = 2 N^2 d``  <=>  ``N = 2 d``. Below it the layer is projection-bound, above it
+    attention-bound (``tests/test_widgets.py`` checks this against ``count_macs``).
+
+    Parameters
+    ----------
+    d_model : int, positive
+
+    Returns
+    -------
+    int, ``2 * d_model``
     """
     return 2 * check_positive_int(d_model, "d_model")
 
 
 def cost_state(d_model: int, h: int, N: int) -> dict:
     """Params and MACs for the cost panel: the current point, the curves against N, the worked example.
+
+    Parameters
+    ----------
+    d_model : int, one of COST_D_MODELS
+    h : int, a divisor of d_model, at most MAX_HEADS
+    N : int, 1 .. max(COST_NS)
 
     Returns
     -------
@@ -232,6 +267,13 @@ def cost_state(d_model: int, h: int, N: int) -> dict:
 
 def kv_state(model: str, n_kv: int, n_tokens: int, dtype: str = "float16") -> dict:
     """KV-cache bytes for one of ``KV_MODELS`` with ``n_kv`` key/value heads.
+
+    Parameters
+    ----------
+    model : str, a key of KV_MODELS
+    n_kv : int, a divisor of the model's h (h: MHA, 1: MQA, between: GQA)
+    n_tokens : int, one of KV_CONTEXTS
+    dtype : {"float16", "float32"}, default "float16"
 
     Returns
     -------
@@ -385,6 +427,11 @@ class ShapeExplorer(_Panel):
     name = "shape"
 
     def __init__(self, B: int = 2, N: int = 10, d_model: int = 512, h: int = 8):
+        _check_int_in(B, "B", 1, SHAPE_MAX_B)
+        _check_int_in(N, "N", 1, SHAPE_MAX_N)
+        _check_choice(d_model, "d_model", SHAPE_D_MODELS)
+        _check_int_in(h, "h", 1, MAX_HEADS)
+        _check_heads(d_model, h)
         super().__init__()
         self._syncing = False
         self.B = self._control(GuardedIntSlider, "B", value=B, min=1, max=SHAPE_MAX_B, description="B",
@@ -447,6 +494,11 @@ class HeadExplorer(_Panel):
     name = "heads"
 
     def __init__(self, h: int = 4, N: int = len(SENTENCE), causal: bool = False, kind: str = "random"):
+        _check_choice(h, "h", HEAD_CHOICES)
+        _check_int_in(N, "N", 2, MAX_TOKENS)
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be a bool, got {type(causal).__name__} {causal!r}")
+        _check_choice(kind, "kind", ("random", "trained"))
         super().__init__()
         self.grid = HeadGrid()
         self.h = self._control(GuardedSelectionSlider, "h", options=HEAD_CHOICES, value=h, description="h")
@@ -539,6 +591,10 @@ class CostPanel(_Panel):
     name = "cost"
 
     def __init__(self, d_model: int = WORKED_D_MODEL, h: int = WORKED_H, N: int = WORKED_NS[0]):
+        _check_choice(d_model, "d_model", COST_D_MODELS)
+        _check_int_in(h, "h", 1, MAX_HEADS)
+        _check_heads(d_model, h)
+        _check_choice(N, "N", COST_NS)
         super().__init__()
         self._syncing = False
         self.d_model = self._control(GuardedSelectionSlider, "d_model", options=COST_D_MODELS, value=d_model,
@@ -697,9 +753,11 @@ class KVCachePanel(_Panel):
     name = "kv"
 
     def __init__(self, model: str | None = None, n_tokens: int = 8192):
+        model = list(KV_MODELS)[-1] if model is None else model
+        _check_choice(model, "model", tuple(KV_MODELS))
+        _check_choice(n_tokens, "n_tokens", KV_CONTEXTS)
         super().__init__()
         self._syncing = False
-        model = model or list(KV_MODELS)[-1]
         h = KV_MODELS[model][1]
         self.model = self._control(GuardedDropdown, "model", options=list(KV_MODELS), value=model,
                                    description="model")
@@ -808,22 +866,37 @@ class _KVPlot:
 
 
 def shape_explorer(**kwargs) -> ShapeExplorer:
-    """The shape panel: sliders B, N, d_model, h -> ledger (from ``trace_shapes``), boxes, d_k, params, MACs."""
+    """The shape panel: sliders B, N, d_model, h -> ledger (from ``trace_shapes``), boxes, d_k, params, MACs.
+
+    Keyword arguments set the starting values: ``B=2, N=10, d_model=512, h=8`` (validated:
+    ValueError/TypeError naming the argument). Display the returned panel to show it.
+    """
     return ShapeExplorer(**kwargs)
 
 
 def head_explorer(**kwargs) -> HeadExplorer:
-    """The heads panel: h, N, causal, query token, random/trained weights -> per-head heatmaps."""
+    """The heads panel: h, N, causal, query token, random/trained weights -> per-head heatmaps.
+
+    Keyword arguments set the starting values: ``h=4, N=len(SENTENCE), causal=False,
+    kind="random"`` (validated). Display the returned panel to show it.
+    """
     return HeadExplorer(**kwargs)
 
 
 def cost_panel(**kwargs) -> CostPanel:
-    """The cost panel: params and MACs against N and h, crossover at N = 2 d_model, the worked example."""
+    """The cost panel: params and MACs against N and h, crossover at N = 2 d_model, the worked example.
+
+    Keyword arguments set the starting values: ``d_model=512, h=8, N=100`` (validated).
+    """
     return CostPanel(**kwargs)
 
 
 def kv_cache_panel(**kwargs) -> KVCachePanel:
-    """The KV-cache panel: n_kv from MHA through GQA to MQA -> cache bytes for a model and context."""
+    """The KV-cache panel: n_kv from MHA through GQA to MQA -> cache bytes for a model and context.
+
+    Keyword arguments set the starting values: ``model`` (a key of KV_MODELS, default the
+    largest) and ``n_tokens=8192`` (validated).
+    """
     return KVCachePanel(**kwargs)
 
 

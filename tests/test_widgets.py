@@ -315,3 +315,22 @@ def test_panels_display_as_their_widget():
     p = W.kv_cache_panel()
     bundle = p._repr_mimebundle_()
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == p.widget.model_id
+
+
+@pytest.mark.parametrize(
+    ("factory", "kwargs", "exc", "match"),
+    [(W.shape_explorer, {"h": 3}, ValueError, "h=3 does not divide d_model=512"),
+     (W.shape_explorer, {"B": 0}, ValueError, "B"),
+     (W.shape_explorer, {"N": "10"}, TypeError, "N"),
+     (W.head_explorer, {"h": 3}, ValueError, "h"),
+     (W.head_explorer, {"N": 1}, ValueError, "N"),
+     (W.head_explorer, {"causal": "yes"}, TypeError, "causal"),
+     (W.head_explorer, {"kind": "best"}, ValueError, "kind"),
+     (W.cost_panel, {"d_model": 500}, ValueError, "d_model"),
+     (W.cost_panel, {"N": 99}, ValueError, "N"),
+     (W.kv_cache_panel, {"model": "huge"}, ValueError, "model"),
+     (W.kv_cache_panel, {"n_tokens": 7}, ValueError, "n_tokens")],
+)
+def test_panels_validate_their_starting_values(factory, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        factory(**kwargs)
