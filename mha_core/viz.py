@@ -116,13 +116,20 @@ def _palette() -> np.ndarray:
 
 
 def _quantize(rgb: np.ndarray, palette: np.ndarray) -> np.ndarray:
-    """Nearest palette index of every pixel of ``rgb`` (H, W, 3) uint8 -> (H, W) uint8."""
-    flat = rgb.reshape(-1, 3).astype(np.int32)  # (H*W, 3)
-    keys = (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2]  # (H*W,): one int per colour
-    uniq, inverse = np.unique(keys, return_inverse=True)  # (U,), (H*W,)
+    """Nearest palette index of every pixel of ``rgb`` (H, W, 3) uint8 -> (H, W) uint8.
+
+    Most of a frame is white paper; only the other pixels are matched (about 10x faster).
+    """
+    white = int(np.flatnonzero((palette == 255).all(axis=1))[0])  # the palette's white
+    out = np.full(rgb.shape[:2], white, dtype=np.uint8)  # (H, W)
+    ink = (rgb != 255).any(axis=-1)  # (H, W): pixels that are not white
+    flat = rgb[ink].astype(np.int32)  # (K, 3)
+    keys = (flat[:, 0] << 16) | (flat[:, 1] << 8) | flat[:, 2]  # (K,): one int per colour
+    uniq, inverse = np.unique(keys, return_inverse=True)  # (U,), (K,)
     colours = np.stack([uniq >> 16, (uniq >> 8) & 255, uniq & 255], axis=1)  # (U, 3)
     dist = ((colours[:, None, :] - palette[None, :, :].astype(np.int32)) ** 2).sum(-1)  # (U, 256)
-    return dist.argmin(axis=1).astype(np.uint8)[inverse].reshape(rgb.shape[:2])  # (H, W)
+    out[ink] = dist.argmin(axis=1).astype(np.uint8)[inverse]  # (K,)
+    return out
 
 
 def _paste(canvas: np.ndarray, alpha: np.ndarray, x: int, y: int) -> None:
@@ -224,6 +231,19 @@ class HeadGrid:
         return self._frames[h]
 
     # -- public -----------------------------------------------------------------------------
+    def prepare(self, head_counts: Sequence[int]) -> None:
+        """Build the frames for these ``h`` values now, so that a first move to them is fast.
+
+        Parameters
+        ----------
+        head_counts : sequence of int
+            Each a positive number of heads.
+        """
+        for h in head_counts:
+            if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or h < 1:
+                raise ValueError(f"head_counts must hold positive ints, got {h!r}")
+            self._frame(int(h))
+
     def update(self, weights: np.ndarray, labels: Sequence[str], *, title: str = "",
                query: int | None = None) -> np.ndarray:
         """Draw ``weights`` into the grid and return the pixels.

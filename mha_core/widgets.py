@@ -529,6 +529,10 @@ class HeadExplorer(_Panel):
         self._labels: list[str] = []
         self._cache: dict[tuple, tuple[list[str], np.ndarray, str]] = {}
         self.refresh()
+        # Frames for the other h values now (~0.1 s each, while the page loads; a preheated
+        # kernel has done it before anyone asks), so a first move of the h slider is as fast
+        # as the next ones.
+        self.grid.prepare(HEAD_CHOICES)
 
     @staticmethod
     def _query_options(labels) -> list[tuple[str, int]]:

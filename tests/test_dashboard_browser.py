@@ -285,7 +285,14 @@ def test_head_controls_change_the_heatmap(loaded):
     caption = page.locator(".mha-heads-caption")
     img = page.locator("img.mha-heads-image")
     srcs = [img.get_attribute("src")]
-    _set_selection(page, ".mha-heads-h", W.HEAD_CHOICES.index(16), "16")
+    assert page.locator(".mha-heads-h .widget-readout").inner_text() == "4"
+    handle = page.locator(".mha-heads-h .noUi-handle")
+    for expected in ("8", "16"):  # h values not drawn before: the grid builds a new frame
+        handle.focus()
+        t0 = page.evaluate("performance.now()")
+        page.keyboard.press("ArrowRight")
+        _record("h slider to pixels, first visit of that h (ms)", _wait_painted(page, t0))
+        expect(page.locator(".mha-heads-h .widget-readout")).to_have_text(expected)
     _set_int(page, ".mha-heads-N", 64)
     expect(caption).to_contain_text("h=16, N=64, no mask", timeout=UPDATE_TIMEOUT_MS)
     srcs.append(img.get_attribute("src"))

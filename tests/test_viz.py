@@ -47,6 +47,16 @@ def test_frames_are_reused_and_rebuilt_only_when_h_changes():
     assert grid.frames_built == 2
 
 
+def test_prepare_builds_frames_ahead():
+    grid = viz.HeadGrid()
+    grid.prepare([1, 4])
+    assert grid.frames_built == 2
+    grid.update(_weights(4, 6), _labels(6))
+    assert grid.frames_built == 2
+    with pytest.raises(ValueError, match="head_counts"):
+        grid.prepare([0])
+
+
 def test_each_tile_shows_its_head_in_viridis_on_a_square_root_scale():
     grid = viz.HeadGrid()
     h, n = 4, 8

@@ -227,6 +227,7 @@ def test_a_valid_comm_message_moves_the_slider():
 
 def test_head_explorer_sliders_query_and_cache():
     p = W.head_explorer()
+    assert p.grid.frames_built == len(W.HEAD_CHOICES)  # every h prepared up front
     first = p.image.value
     p.h.value = 16
     p.N.value = 64
@@ -242,6 +243,7 @@ def test_head_explorer_sliders_query_and_cache():
     p.N.value = 4
     assert p.query.value == -1  # row 5 no longer exists
     assert p.status.value == ""
+    assert p.grid.frames_built == len(W.HEAD_CHOICES)  # no frame was rebuilt
 
 
 def test_head_explorer_refuses_bad_values():
