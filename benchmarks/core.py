@@ -58,7 +58,7 @@ TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
 
 # The grid stops starting new sizes after this long (the rest are reported as skipped), so
 # `make bench` stays near ten minutes even when other work slows the machine down.
-GRID_TIME_LIMIT_S = 7 * 60
+GRID_TIME_LIMIT_S = 6 * 60
 
 
 def grid(quick: bool) -> list[tuple[int, int, int, str]]:

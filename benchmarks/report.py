@@ -378,7 +378,16 @@ Tried and not adopted:
   it: a very large h with a tiny d_k leaves each matmul too small to keep the SIMD lanes busy.
   torch's fused kernel suffers less because it never writes the N x N tensor when
   `need_weights=False`.
-- **Blocks and busy machines.** Each block of query rows costs B*h BLAS calls per matmul, and those
-  are the calls that stall under load; `MAX_SCORE_BLOCKS` = 8 bounds them (an earlier version
-  with 64 blocks at h=64, N=2048 took 12 s under load against 0.56 s for torch).
+- **Blocks and busy machines: the trade-off of change 1.** Each block of query rows costs B*h BLAS
+  calls per matmul (8 blocks x 8 heads x 2 = 128 calls at N=2048, against 16 for the one-shot
+  form), and under heavy load every call can stall. On one thread or a quiet machine blocking wins
+  (1.30x at N=2048, table above; the "attention as run" row of the breakdown is below the sum of
+  the one-shot rows when the machine is calm), but in a heavily loaded run the blocked attention
+  can come out slower than the one-shot steps. `MAX_SCORE_BLOCKS` = 8 bounds the damage: a first
+  version without that bound made 64 blocks at h=64, N=2048 and took 12 s under load against
+  0.56 s for torch.
+- **The default-thread ratios move with the load.** The same sizes gave 1.17x / 1.58x / 0.80x
+  (h=8, float32, B=1, N=100 / 512 / 2048) in a run at 02:41 UTC and 0.57x / 0.86x / 0.92x in
+  the run at 02:49 UTC, on unchanged code. The one-thread ratios were steady across four runs
+  (0.93-0.99x / 0.79-0.81x / 0.63-0.66x), so those are the ones to quote.
 """
