@@ -389,5 +389,5 @@ Tried and not adopted:
 - **The default-thread ratios move with the load.** The same sizes gave 1.17x / 1.58x / 0.80x
   (h=8, float32, B=1, N=100 / 512 / 2048) in a run at 02:41 UTC and 0.57x / 0.86x / 0.92x in
   the run at 02:49 UTC, on unchanged code. The one-thread ratios were steady across four runs
-  (0.93-0.99x / 0.79-0.81x / 0.63-0.66x), so those are the ones to quote.
+  (0.93-0.99x / 0.78-0.81x / 0.63-0.66x), so those are the ones to quote.
 """
