@@ -14,6 +14,7 @@ help:
 	@echo "make slides     the walkthrough as reveal.js slides (classroom mode) on the same port"
 	@echo "make lab        JupyterLab on notebooks/"
 	@echo "make bench      benchmarks -> benchmarks/RESULTS.md and results.json"
+	@echo "make notebooks  re-execute every notebook in place (after changing mha_core)"
 	@echo "make weights    retrain the shipped tiny models -> mha_core/weights/ (about 1 min)"
 
 $(STAMP): pyproject.toml
@@ -65,6 +66,11 @@ bench: $(STAMP)
 
 weights: $(STAMP)
 	$(BIN)/python scripts/train_pretrained.py
+
+# Re-execute every notebook in place and strip noisy metadata (keeps outputs for strict nbval).
+notebooks: $(STAMP)
+	$(BIN)/jupyter nbconvert --to notebook --execute --inplace notebooks/*.ipynb
+	$(BIN)/nbstripout --keep-output --keep-count notebooks/*.ipynb
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
