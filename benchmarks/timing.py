@@ -8,8 +8,6 @@ whichever one happened to be running, so the ratios stay meaningful on a shared 
 
 from __future__ import annotations
 
-import ctypes
-import glob
 import os
 import platform
 import resource
@@ -17,6 +15,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
 
 # The number of warm-up calls per implementation before timing: the first call pays for
 # page faults on freshly allocated arrays and for lazy initialisation in BLAS and torch.
@@ -71,51 +70,29 @@ def interleaved(
     return {name: stats(s) for name, s in samples.items()}
 
 
-def _openblas_threads() -> int | None:
-    """Threads numpy's bundled OpenBLAS will use (None when it cannot be asked)."""
-    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    for path in glob.glob(os.path.join(libdir, "*openblas*")):
-        lib = ctypes.CDLL(path)
-        for symbol in ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads"):
-            fn = getattr(lib, symbol, None)
-            if fn is not None:
-                return int(fn())
-    return None
-
-
-def _openblas_core() -> str | None:
-    """OpenBLAS's runtime configuration string (names the kernel it picked, e.g. SkylakeX)."""
-    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    for path in glob.glob(os.path.join(libdir, "*openblas*")):
-        lib = ctypes.CDLL(path)
-        for symbol in ("scipy_openblas_get_config64_", "scipy_openblas_get_config", "openblas_get_config"):
-            fn = getattr(lib, symbol, None)
-            if fn is not None:
-                fn.restype = ctypes.c_char_p
-                return fn().decode().strip()
+def _numpy_blas() -> dict | None:
+    """threadpoolctl's description of the BLAS numpy uses (num_threads, architecture, version)."""
+    for pool in threadpool_info():
+        if pool["user_api"] == "blas" and "numpy" in pool["filepath"]:
+            return pool
     return None
 
 
 def set_numpy_threads(n: int) -> bool:
-    """Ask numpy's bundled OpenBLAS to use ``n`` threads; False when it cannot be asked.
+    """Ask numpy's BLAS to use ``n`` threads; False when it cannot be asked.
 
     Only the benchmark does this (for its single-thread comparison); mha_core never does.
     """
-    libdir = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs")
-    for path in glob.glob(os.path.join(libdir, "*openblas*")):
-        lib = ctypes.CDLL(path)
-        for symbol in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads"):
-            fn = getattr(lib, symbol, None)
-            if fn is not None:
-                fn.argtypes = [ctypes.c_int]
-                fn(n)
-                return True
-    return False
+    if _numpy_blas() is None:
+        return False
+    threadpool_limits(limits=n, user_api="blas")
+    return True
 
 
 def numpy_threads() -> int:
     """Threads numpy's BLAS uses; falls back to the CPUs this process may run on."""
-    return _openblas_threads() or len(os.sched_getaffinity(0))
+    blas = _numpy_blas()
+    return blas["num_threads"] if blas else len(os.sched_getaffinity(0))
 
 
 def machine_info() -> dict[str, object]:
@@ -137,7 +114,7 @@ def machine_info() -> dict[str, object]:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "numpy_blas": f"{blas.get('name')} {blas.get('version')}",
-        "numpy_blas_runtime": _openblas_core(),
+        "numpy_blas_runtime": (_numpy_blas() or {}).get("architecture"),
         "numpy_blas_threads": numpy_threads(),
     }
     try:
