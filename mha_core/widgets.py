@@ -365,6 +365,7 @@ class _Panel:
     """Shared plumbing: a status line, error display, and display as the panel's VBox."""
 
     name = "panel"
+    _syncing = False  # True while the panel itself rewrites a control's options
 
     def __init__(self):
         self.status = widgets.HTML(value="")
@@ -392,7 +393,17 @@ class _Panel:
         self.status.value = f"<div class='mha-error' style='color:#b00020'>&#9888; {html.escape(str(message))}</div>"
 
     def _changed(self, change) -> None:
-        self.refresh()
+        if not self._syncing:
+            self.refresh()
+
+    def _replace_options(self, widget, options, value) -> None:
+        """Give ``widget`` new options and value without a refresh for the values in between."""
+        self._syncing = True
+        try:
+            widget.options = options
+            widget.value = value
+        finally:
+            self._syncing = False
 
     def refresh(self, **overrides) -> bool:
         """Recompute from the controls' values (``overrides`` replace some, as a forged message would).
@@ -421,6 +432,18 @@ class _Panel:
         raise NotImplementedError
 
 
+def _changed_offering_divisors(panel, change) -> None:
+    """``_changed`` for panels with d_model and h: h offers only the divisors of d_model.
+
+    When d_model moves, h keeps its value if it still divides, else takes the largest smaller divisor.
+    """
+    if not panel._syncing and change["owner"] is panel.d_model:
+        options = divisors(panel.d_model.value, MAX_HEADS)
+        keep = panel.h.value if panel.h.value in options else max(k for k in options if k <= panel.h.value)
+        panel._replace_options(panel.h, options, keep)
+    _Panel._changed(panel, change)
+
+
 class ShapeExplorer(_Panel):
     """Sliders B, N, d_model, h -> the shape ledger, the tensor boxes, d_k, params and MACs."""
 
@@ -433,7 +456,6 @@ class ShapeExplorer(_Panel):
         _check_int_in(h, "h", 1, MAX_HEADS)
         _check_heads(d_model, h)
         super().__init__()
-        self._syncing = False
         self.B = self._control(GuardedIntSlider, "B", value=B, min=1, max=SHAPE_MAX_B, description="B",
                                continuous_update=False)
         self.N = self._control(GuardedIntSlider, "N", value=N, min=1, max=SHAPE_MAX_N, description="N",
@@ -458,20 +480,7 @@ class ShapeExplorer(_Panel):
     def values(self) -> dict:
         return {"B": self.B.value, "N": self.N.value, "d_model": self.d_model.value, "h": self.h.value}
 
-    def _changed(self, change) -> None:
-        if self._syncing:
-            return
-        if change["owner"] is self.d_model:
-            # h offers only the divisors of the new d_model; keep h if it still divides.
-            options = divisors(self.d_model.value, MAX_HEADS)
-            keep = self.h.value if self.h.value in options else max(k for k in options if k <= max(self.h.value, 1))
-            self._syncing = True
-            try:
-                self.h.options = options
-                self.h.value = keep
-            finally:
-                self._syncing = False
-        self.refresh()
+    _changed = _changed_offering_divisors
 
     def _render(self, B, N, d_model, h) -> None:
         s = shape_state(B, N, d_model, h)
@@ -543,11 +552,6 @@ class HeadExplorer(_Panel):
         return {"h": self.h.value, "N": self.N.value, "causal": self.causal.value, "kind": self.kind.value,
                 "query": self.query.value}
 
-    def _changed(self, change) -> None:
-        if getattr(self, "_syncing", False):
-            return
-        self.refresh()
-
     def _weights(self, h, N, causal, kind) -> tuple[list[str], np.ndarray, str]:
         """``head_weights`` remembered per setting: moving the query selector recomputes nothing."""
         key = (h, N, causal, kind)
@@ -560,12 +564,8 @@ class HeadExplorer(_Panel):
     def _render(self, h, N, causal, kind, query) -> None:
         labels, weights, title = self._weights(h, N, causal, kind)
         if labels != self._labels:  # new tokens: rebuild the query choices, keep the row if it exists
-            self._syncing = True
-            try:
-                self.query.options = self._query_options(labels)
-                self.query.value = query if isinstance(query, int) and -1 <= query < len(labels) else -1
-            finally:
-                self._syncing = False
+            keep = query if isinstance(query, int) and -1 <= query < len(labels) else -1
+            self._replace_options(self.query, self._query_options(labels), keep)
             self._labels = labels
             query = self.query.value
         if isinstance(query, bool) or not isinstance(query, (int, np.integer)) or not -1 <= query < len(labels):
@@ -600,7 +600,6 @@ class CostPanel(_Panel):
         _check_heads(d_model, h)
         _check_choice(N, "N", COST_NS)
         super().__init__()
-        self._syncing = False
         self.d_model = self._control(GuardedSelectionSlider, "d_model", options=COST_D_MODELS, value=d_model,
                                      description="d_model")
         self.h = self._control(GuardedSelectionSlider, "h", options=divisors(d_model, MAX_HEADS), value=h,
@@ -623,19 +622,7 @@ class CostPanel(_Panel):
     def values(self) -> dict:
         return {"d_model": self.d_model.value, "h": self.h.value, "N": self.N.value}
 
-    def _changed(self, change) -> None:
-        if self._syncing:
-            return
-        if change["owner"] is self.d_model:
-            options = divisors(self.d_model.value, MAX_HEADS)
-            keep = self.h.value if self.h.value in options else max(k for k in options if k <= self.h.value)
-            self._syncing = True
-            try:
-                self.h.options = options
-                self.h.value = keep
-            finally:
-                self._syncing = False
-        self.refresh()
+    _changed = _changed_offering_divisors
 
     def _render(self, d_model, h, N) -> None:
         s = cost_state(d_model, h, N)
@@ -761,7 +748,6 @@ class KVCachePanel(_Panel):
         _check_choice(model, "model", tuple(KV_MODELS))
         _check_choice(n_tokens, "n_tokens", KV_CONTEXTS)
         super().__init__()
-        self._syncing = False
         h = KV_MODELS[model][1]
         self.model = self._control(GuardedDropdown, "model", options=list(KV_MODELS), value=model,
                                    description="model")
@@ -793,17 +779,10 @@ class KVCachePanel(_Panel):
                 "dtype": self.dtype.value}
 
     def _changed(self, change) -> None:
-        if self._syncing:
-            return
-        if change["owner"] is self.model and self.model.value in KV_MODELS:
+        if not self._syncing and change["owner"] is self.model and self.model.value in KV_MODELS:
             h = KV_MODELS[self.model.value][1]
-            self._syncing = True
-            try:
-                self.n_kv.options = self._kv_options(h)
-                self.n_kv.value = h
-            finally:
-                self._syncing = False
-        self.refresh()
+            self._replace_options(self.n_kv, self._kv_options(h), h)  # MHA: n_kv = h
+        super()._changed(change)
 
     def _render(self, model, n_kv, n_tokens, dtype) -> None:
         s = kv_state(model, n_kv, n_tokens, dtype)
