@@ -4,45 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gradcheck import MAX_REL_ERR, numeric_grad, relative_error
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mha_core import MHAConfig, init_params, multi_head_attention, scaled_dot_product_attention
 from mha_core.backward import attention_backward, attention_forward, mha_backward, mha_forward
 
-# Fourth-order central differences in float64, (f(-2e) - 8 f(-e) + 8 f(+e) - f(+2e)) / 12e:
-# truncation error ~ EPS^4 ~ 1e-12 and rounding ~ 1e-16 / EPS ~ 1e-13, so about 1e-12 in all.
-# (The two-point formula's ~1e-10 is too coarse for a 1e-6 bar on small gradients.)
-EPS = 1e-3
-# The issue's bar for "the gradient is right".
-MAX_REL_ERR = 1e-6
-# Relative error is measured against at least this gradient size: below it, a 1e-12 difference
-# is already 1e-8 of the scale, and "relative" would only measure the difference formula's noise.
-GRAD_FLOOR = 1e-4
 # d loss / d b_K is exactly zero (adding q.b_K to a whole row of scores leaves softmax unchanged),
 # so both sides are rounding noise; this bound is far below any real gradient here.
 ZERO_GRAD_ATOL = 1e-7
 
 FD_SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def numeric_grad(f, arr: np.ndarray) -> np.ndarray:
-    """d f / d arr by fourth-order central differences, perturbing ``arr`` in place one entry at a time."""
-    grad = np.zeros_like(arr)
-    for i in np.ndindex(arr.shape):
-        old = arr[i]
-        values = []
-        for step in (-2, -1, 1, 2):
-            arr[i] = old + step * EPS
-            values.append(f())
-        arr[i] = old
-        grad[i] = (values[0] - 8 * values[1] + 8 * values[2] - values[3]) / (12 * EPS)
-    return grad
-
-
-def rel_err(a: np.ndarray, b: np.ndarray) -> float:
-    """max |a - b| over the largest magnitude of either (not fooled by tiny entries), floored at GRAD_FLOOR."""
-    return float(np.abs(a - b).max() / max(np.abs(a).max(), np.abs(b).max(), GRAD_FLOOR))
 
 
 @st.composite
@@ -105,7 +78,7 @@ def test_mha_backward_matches_finite_differences(case):
             assert np.abs(grads[name]).max() < ZERO_GRAD_ATOL
             assert np.abs(num).max() < ZERO_GRAD_ATOL
         elif np.abs(num).max() > 0:
-            assert rel_err(grads[name], num) < MAX_REL_ERR, name
+            assert relative_error(grads[name], num) < MAX_REL_ERR, name
         else:  # e.g. every key masked: the gradient must be exactly zero too
             assert np.abs(grads[name]).max() < ZERO_GRAD_ATOL, name
 
@@ -128,7 +101,7 @@ def test_attention_backward_matches_finite_differences(n_q, n_k, d_k, d_v, lead,
     for name, arr in (("q", q), ("k", k), ("v", v)):
         num = numeric_grad(lambda: float((scaled_dot_product_attention(q, k, v, mask)[0] * dout).sum()), arr)
         if np.abs(num).max() > 0:
-            assert rel_err(grads[name], num) < MAX_REL_ERR, name
+            assert relative_error(grads[name], num) < MAX_REL_ERR, name
         else:
             assert np.abs(grads[name]).max() < ZERO_GRAD_ATOL, name
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gradcheck import MAX_REL_ERR, numeric_grad, relative_error
 
 from mha_core import MHAConfig, count_params
 from mha_core.tasks import IGNORE, OffsetPairTask
@@ -27,11 +28,6 @@ from mha_core.trainer import (
 )
 
 SMALL = OffsetPairTask(vocab=3, seq_len=5, offsets=(1, 2))
-# Fourth-order central differences in float64, as in test_backward: error ~1e-12.
-EPS = 1e-3
-MAX_REL_ERR = 1e-6
-# Relative error is measured against at least this gradient size (see test_backward).
-GRAD_FLOOR = 1e-4
 
 
 @pytest.mark.parametrize("h", [1, 2, 4])
@@ -51,17 +47,8 @@ def test_loss_gradients_match_finite_differences(h):
     _, grads = loss_and_grads(params, x, y, h)
     assert set(grads) == set(params)
     for name, arr in params.items():
-        num = np.zeros_like(arr)
-        for i in np.ndindex(arr.shape):
-            old = arr[i]
-            values = []
-            for step in (-2, -1, 1, 2):
-                arr[i] = old + step * EPS
-                values.append(loss_and_grads(params, x, y, h)[0])
-            arr[i] = old
-            num[i] = (values[0] - 8 * values[1] + 8 * values[2] - values[3]) / (12 * EPS)
-        scale = max(np.abs(num).max(), np.abs(grads[name]).max(), GRAD_FLOOR)
-        assert np.abs(grads[name] - num).max() / scale < MAX_REL_ERR, name
+        num = numeric_grad(lambda: loss_and_grads(params, x, y, h)[0], arr)  # noqa: B023 (called at once)
+        assert relative_error(grads[name], num) < MAX_REL_ERR, name
 
 
 def test_cross_entropy_against_a_direct_formula_and_ignore():
