@@ -164,9 +164,10 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
         Apply the causal mask (query i sees keys 0..i).
     kind : {"random", "trained"}
         ``"random"``: a freshly initialised layer (d_model = ``HEAD_D_MODEL``) on the demo
-        passage. ``"trained"``: ``mha_core.pretrained.attention_maps`` (a toy-task model);
-        with ``causal`` its weights are re-normalised over the allowed keys, which is exactly
-        softmax with the mask applied.
+        passage. ``"trained"``: ``mha_core.pretrained.attention_maps`` (a toy-task model that
+        was trained with the causal mask, so its weights are causal whatever ``causal`` says,
+        and the title says so). They are re-normalised over the allowed keys, which is exactly
+        softmax with the mask applied and leaves causal weights unchanged.
     seed : int
 
     Returns
@@ -203,11 +204,10 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
     if weights.shape != (h, n, n) or len(labels) != n:
         raise ValueError(f"pretrained.attention_maps returned {weights.shape} and {len(labels)} labels, "
                          f"expected ({h}, {n}, {n})")
-    if causal:
-        weights = weights * causal_mask(n)  # (h, N, N): forbidden keys -> 0
-        weights = weights / weights.sum(axis=-1, keepdims=True)  # (h, N, N): = masked softmax
+    weights = weights * causal_mask(n)  # (h, N, N): forbidden keys -> 0
+    weights = weights / weights.sum(axis=-1, keepdims=True)  # (h, N, N): = masked softmax
     cut = f" (its sequences have {longest} tokens)" if N > longest else ""
-    title = f"TRAINED weights (toy task), h={h}, N={n}{cut}, {mask_txt}"
+    title = f"TRAINED weights (toy task), h={h}, N={n}{cut}, causal mask (the model was trained causally)"
     return labels, weights, title
 
 

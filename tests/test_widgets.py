@@ -101,10 +101,12 @@ def test_head_weights_trained_uses_pretrained_and_masks_exactly(fake_pretrained)
     assert W.trained_available() == (2, 4)
     labels, w, title = W.head_weights(2, 6, kind="trained")
     assert labels == [f"t{i}" for i in range(6)] and "TRAINED" in title
+    assert "causal" in title and "no mask" not in title  # the toy model is always causal
     _, wc, _ = W.head_weights(2, 6, kind="trained", causal=True)
     # uniform weights with the causal mask = softmax of equal logits over keys 0..i: 1 / (i + 1)
     expected = np.tril(np.ones((6, 6))) / np.arange(1, 7)[:, None]
     np.testing.assert_allclose(wc[1], expected)
+    np.testing.assert_allclose(w, wc)  # the causal toggle cannot un-mask a causally trained model
     with pytest.raises(ValueError, match="h=8"):
         W.head_weights(8, 6, kind="trained")
     labels, w, title = W.head_weights(2, 20, kind="trained")  # longer than the task: cut to 6
