@@ -28,7 +28,7 @@ from ._checks import DEFAULT_MAX_SCORE_BYTES, MemoryBudgetError
 from .attention import scaled_dot_product_attention
 from .config import MHAConfig, init_params
 from .counts import count_macs, count_params, kv_cache_bytes
-from .heads import merge_heads, split_heads
+from .heads import head_columns, merge_heads, split_heads
 from .masks import causal_mask, padding_mask
 from .mha import (
     head_contributions,
@@ -47,6 +47,7 @@ __all__ = [
     "causal_mask",
     "count_macs",
     "count_params",
+    "head_columns",
     "head_contributions",
     "head_outputs",
     "init_params",

@@ -38,6 +38,20 @@ def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:
     return np.swapaxes(x, -3, -2)  # (..., h, N, d)
 
 
+def head_columns(i: int, d: int) -> slice:
+    """The columns ``i*d:(i+1)*d`` of a packed ``(d_model, h*d)`` weight that belong to head ``i``.
+
+    ``W_Q[:, head_columns(i, d_k)]`` is head ``i``'s own ``W_Q^i`` (a view); the same slice of
+    ``W_O``'s rows is the part of ``W_O`` that reads head ``i``.
+    """
+    if isinstance(i, bool) or not isinstance(i, (int, np.integer)):
+        raise TypeError(f"i must be a head index (an int >= 0), got {type(i).__name__} {i!r}")
+    if i < 0:
+        raise ValueError(f"i must be a head index >= 0, got i={i}")
+    d = check_positive_int(d, "d")
+    return slice(int(i) * d, (int(i) + 1) * d)
+
+
 def merge_heads(x: np.ndarray) -> np.ndarray:
     """Concatenate heads back into one width: ``(..., h, N, d) -> (..., N, h*d)``.
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ._checks import check_finite, check_float_array, check_mask, check_memory, check_positive_int
 from .attention import _attend, scaled_dot_product_attention
-from .heads import merge_heads, split_heads
+from .heads import head_columns, merge_heads, split_heads
 from .masks import causal_mask
 from .trace import NO_TRACER
 
@@ -243,12 +243,12 @@ def multi_head_attention_per_head(
     kv_heads = {}  # j -> (K_j, V_j): with GQA a key/value head is computed once and shared
     for i in range(c.h):
         j = i // c.group  # the key/value head this query head reads
-        q_cols = slice(i * d_k, (i + 1) * d_k)
+        q_cols = head_columns(i, d_k)
         Q_i = t.matmul(f"Q_{i}", c.x, p["W_Q"][:, q_cols])  # (..., N_q, d_k)
         if "b_Q" in p:
             Q_i = Q_i + p["b_Q"][q_cols]
         if j not in kv_heads:
-            k_cols, v_cols = slice(j * d_k, (j + 1) * d_k), slice(j * d_v, (j + 1) * d_v)
+            k_cols, v_cols = head_columns(j, d_k), head_columns(j, d_v)
             K_j = t.matmul(f"K_{j}", c.x_kv, p["W_K"][:, k_cols])  # (..., N_k, d_k)
             V_j = t.matmul(f"V_{j}", c.x_kv, p["W_V"][:, v_cols])  # (..., N_k, d_v)
             if "b_K" in p:

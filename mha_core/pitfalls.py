@@ -23,8 +23,10 @@ from types import MappingProxyType
 import numpy as np
 
 from ._checks import check_float_array, check_mask, check_positive_int
+from .attention import scaled_dot_product_attention
 from .heads import merge_heads
-from .mha import head_outputs
+from .masks import causal_mask
+from .mha import _validate, head_outputs
 from .softmax import softmax
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "causal_mask_upper",
     "causal_mask_without_diagonal",
     "merge_heads_without_transpose",
+    "multi_head_attention_without_transpose",
     "multi_head_attention_without_w_o",
     "softmax_over_queries",
     "softmax_without_max_subtraction",
@@ -340,6 +343,34 @@ def multi_head_attention_without_w_o(x, params, n_heads, *, causal: bool = False
     """
     heads = head_outputs(x, params, n_heads, causal=causal)  # (..., h, N, d_v), validated there
     return merge_heads(heads)  # (..., N, h*d_v)  <- the error: no @ params["W_O"]
+
+
+def multi_head_attention_without_transpose(x, params, n_heads, *, causal: bool = False) -> np.ndarray:
+    """WRONG: the layer with ``split_heads_without_transpose`` and ``merge_heads_without_transpose``.
+
+    Every shape is right, so nothing fails; but each "head" mixes rows of different tokens, and
+    the merge scatters them back to the wrong places. With ``h = 1`` the two mistakes vanish.
+    Not in ``PITFALLS``: it is the whole-layer view of ``split_without_transpose``.
+
+    Parameters
+    ----------
+    x : ndarray of shape (N, d_model) or (B, N, d_model)
+    params : dict of weights from ``init_params`` (no biases, ``n_kv = h``)
+    n_heads : int
+        ``h``.
+    causal : bool, default False
+
+    Returns
+    -------
+    ndarray of shape (..., N, d_model)
+    """
+    if any(name.startswith("b_") for name in params):
+        raise ValueError("params must have no biases for multi_head_attention_without_transpose")
+    _validate(x, params, n_heads, x_kv=None, mask=None, causal=causal, n_kv_heads=None, head_mask=None, max_bytes=None)
+    q, k, v = (split_heads_without_transpose(x @ params[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)  <- the error
+    mask = causal_mask(x.shape[-2]) if causal else None  # (N, N)
+    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (..., h, N, d_v)
+    return merge_heads_without_transpose(heads) @ params["W_O"]  # (..., N, h*d_v) @ (h*d_v, d_model)  <- the error
 
 
 # --------------------------------------------------------------------------- measuring damage

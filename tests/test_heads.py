@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mha_core import merge_heads, split_heads
+from mha_core import head_columns, merge_heads, split_heads
 
 
 @st.composite
@@ -90,3 +90,22 @@ def test_non_contiguous_input_still_correct():
 def test_heads_reject(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_head_columns_pick_each_heads_block():
+    W = np.arange(3 * 12).reshape(3, 12)  # (d_model, h*d_k) with h=4, d_k=3
+    blocks = [W[:, head_columns(i, 3)] for i in range(4)]
+    assert all(np.shares_memory(b, W) for b in blocks)
+    np.testing.assert_array_equal(np.concatenate(blocks, axis=1), W)  # the heads tile the width
+    np.testing.assert_array_equal(np.stack(blocks), split_heads(W, 4))  # the same blocks split_heads makes
+
+
+@pytest.mark.parametrize(("i", "d", "exc", "match"), [
+    (-1, 3, ValueError, "i must be a head index >= 0, got i=-1"),
+    (1.0, 3, TypeError, "i must be a head index"),
+    (True, 3, TypeError, "i must be a head index"),
+    (0, 0, ValueError, "d must be a positive int"),
+])
+def test_head_columns_rejects(i, d, exc, match):
+    with pytest.raises(exc, match=match):
+        head_columns(i, d)

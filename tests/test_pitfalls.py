@@ -213,3 +213,25 @@ def test_registry():
         assert "WRONG" in p.fn.__doc__
     with pytest.raises(TypeError):
         pf.PITFALLS["new"] = None  # read-only
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_layer_without_transpose_is_right_only_for_one_head(causal):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, N, 16))  # (B, N, d_model)
+    one = init_params(MHAConfig(16, 1), rng, dtype=np.float64)
+    np.testing.assert_allclose(pf.multi_head_attention_without_transpose(x, one, 1, causal=causal),
+                               multi_head_attention(x, one, 1, causal=causal), rtol=1e-12, atol=1e-12)
+    four = init_params(MHAConfig(16, 4), rng, dtype=np.float64)
+    wrong = pf.multi_head_attention_without_transpose(x, four, 4, causal=causal)
+    right = multi_head_attention(x, four, 4, causal=causal)
+    assert wrong.shape == right.shape  # the shapes never reveal the mistake ...
+    assert np.linalg.norm(wrong - right) > 0.1 * np.linalg.norm(right)  # ... the numbers do
+
+
+def test_layer_without_transpose_rejects_bad_params():
+    params = init_params(MHAConfig(16, 4, bias=True), 0, dtype=np.float64)
+    with pytest.raises(ValueError, match="no biases"):
+        pf.multi_head_attention_without_transpose(np.ones((N, 16)), params, 4)
+    with pytest.raises(ValueError, match="n_heads=3"):
+        pf.multi_head_attention_without_transpose(np.ones((N, 16)), init_params(MHAConfig(16, 4), 0, dtype=np.float64), 3)

@@ -103,16 +103,15 @@ cells = [
     comparison tight (agreement to $10^{-12}$).
     """),
     code("""
+    from functools import partial
+
+    from mha_core import head_columns
+
     small = MHAConfig(d_model=64, n_heads=4)
     h, d_k = small.h, small.d_k
     params = init_params(small, rng=0, dtype=np.float64)
     X = np.random.default_rng(1).standard_normal((10, small.d_model))  # (N, d_model)
-
-
-    def head_cols(i: int) -> slice:
-        \"\"\"Columns of a packed (d_model, h*d_k) matrix that belong to head i.\"\"\"
-        return slice(i * d_k, (i + 1) * d_k)
-
+    head_cols = partial(head_columns, d=d_k)  # head_cols(i): head i's columns of a packed (d_model, h*d_k) matrix
 
     W_Q = params["W_Q"]  # (d_model, h*d_k)
     assert W_Q.shape == (small.d_model, h * d_k)

@@ -208,24 +208,14 @@ cells = [
     plt.show()
     """),
     md(r"""
-    Through the whole layer the damage is large. Build the layer from `mha_core`'s pieces twice,
-    once with the right split and once with the wrong one on $Q$, $K$ and $V$ (and the matching
-    wrong merge), and compare the outputs.
+    Through the whole layer the damage is large. `mha_core.pitfalls` has the layer built with the
+    wrong split on $Q$, $K$ and $V$ and the matching wrong merge; compare it with the real layer.
     """),
     code("""
-    from mha_core.pitfalls import merge_heads_without_transpose
+    from mha_core.pitfalls import multi_head_attention_without_transpose
 
-
-    def layer_with(split, merge, x):
-        \"\"\"The layer from mha_core's pieces with a given split/merge; x (N, d_model) -> (N, d_model).\"\"\"
-        q, k, v = (split(x @ params[w], h) for w in ("W_Q", "W_K", "W_V"))  # each (h, N, d_k)
-        heads, _ = scaled_dot_product_attention(q, k, v)  # (h, N, d_k)
-        return merge(heads) @ params["W_O"]  # (N, d_model)
-
-
-    good = layer_with(split_heads, merge_heads, X)
-    bad = layer_with(split_heads_without_transpose, merge_heads_without_transpose, X)
-    assert np.allclose(good, multi_head_attention(X, params, h), rtol=0, atol=1e-12)
+    good = multi_head_attention(X, params, h)  # (N, d_model)
+    bad = multi_head_attention_without_transpose(X, params, h)  # (N, d_model), the same shape
     err = np.abs(bad - good)
     rel = np.linalg.norm(bad - good) / np.linalg.norm(good)
     frac = np.mean(err > 1e-6)

@@ -37,7 +37,6 @@ cells = [
         head_contributions,
         head_outputs,
         init_params,
-        merge_heads,
         multi_head_attention,
         scaled_dot_product_attention,
         split_heads,
@@ -273,21 +272,17 @@ cells = [
     """),
     md(r"""
     Because the shape is right, nothing crashes. On real numbers the error in one split tensor is as
-    large as the tensor itself. Below, the layer is assembled from `mha_core`'s parts (the right
-    assembly is checked against `multi_head_attention`), once with the right split and merge and once
-    with the reshape-only ones, and the outputs are compared.
+    large as the tensor itself. Below, `multi_head_attention` is compared with
+    `pitfalls.multi_head_attention_without_transpose`, the same layer with the reshape-only split
+    and merge.
     """),
     code("""
     Qs, Ks, Vs = (Xs @ p[w] for w in ("W_Q", "W_K", "W_V"))  # (N, d_model) each
     split_err = np.linalg.norm(pf.split_heads_without_transpose(Qs, small.h) - split_heads(Qs, small.h)) / np.linalg.norm(Qs)
     print(f"relative error of the split Q: {split_err:.0%}")
 
-    layer_outputs = {}
-    for name, split, merge in (("right", split_heads, merge_heads),
-                               ("wrong", pf.split_heads_without_transpose, pf.merge_heads_without_transpose)):
-        heads, _ = scaled_dot_product_attention(*(split(Xs @ p[w], small.h) for w in ("W_Q", "W_K", "W_V")))
-        layer_outputs[name] = merge(heads) @ p["W_O"]  # (h, N, d_v) -> (N, d_model)
-    assert np.allclose(layer_outputs["right"], multi_head_attention(Xs, p, small.h))
+    layer_outputs = {"right": multi_head_attention(Xs, p, small.h),  # (N, d_model)
+                     "wrong": pf.multi_head_attention_without_transpose(Xs, p, small.h)}  # (N, d_model)
     layer_err = np.linalg.norm(layer_outputs["wrong"] - layer_outputs["right"]) / np.linalg.norm(layer_outputs["right"])
     assert layer_err > 0.5
     print(f"relative error of the layer's output with reshape-only split and merge: {layer_err:.0%}")
