@@ -15,7 +15,7 @@ help:
 	@echo "make lab        JupyterLab on notebooks/"
 	@echo "make bench      benchmarks -> benchmarks/RESULTS.md and results.json"
 	@echo "make notebooks  re-execute every notebook in place (after changing mha_core)"
-	@echo "make weights    retrain the shipped tiny models -> mha_core/weights/ (about 1 min)"
+	@echo "make weights    retrain the shipped tiny models -> mha_core/training/weights/ (about 1 min)"
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

@@ -31,9 +31,9 @@ from mha_core import (
     multi_head_attention,
     multi_head_attention_per_head,
 )
-from mha_core.attention import _attend
-from mha_core.heads import merge_heads, split_heads
-from mha_core.softmax import softmax_
+from mha_core.core.attention import _attend
+from mha_core.core.heads import merge_heads, split_heads
+from mha_core.core.softmax import softmax_
 
 from .timing import interleaved, numpy_threads, set_numpy_threads
 

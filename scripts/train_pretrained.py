@@ -1,6 +1,6 @@
-"""Retrain every shipped model and rewrite mha_core/weights/ (``make weights``).
+"""Retrain every shipped model and rewrite mha_core/training/weights/ (``make weights``).
 
-Runs ``mha_core.pretrained.run_experiment``: h in AVAILABLE_HEADS x SEEDS at the same d_model
+Runs ``mha_core.training.pretrained.run_experiment``: h in AVAILABLE_HEADS x SEEDS at the same d_model
 and budget, plus the single head with LONG_FACTOR x the budget and the vocab-8 control. Prints a compact log and the
 accuracy table, then saves ``heads_<h>.npz`` and ``record.json``.
 """
@@ -12,8 +12,8 @@ import platform
 
 import numpy as np
 
-from mha_core import pretrained
-from mha_core.trainer import text_progress
+from mha_core.training import pretrained
+from mha_core.training.trainer import text_progress
 
 
 def main() -> None:

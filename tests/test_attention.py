@@ -183,7 +183,7 @@ def test_attention_rejects(args, kwargs, exc, match):
 @pytest.mark.parametrize("mask_kind", ["none", "causal", "random", "padding"])
 def test_blocked_path_equals_one_shot(monkeypatch, mask_kind, keep_weights):
     """Force many query-row blocks (tiny SCORE_BLOCK_BYTES) and compare with the traced one-shot path."""
-    from mha_core import attention
+    from mha_core.core import attention
 
     rng = np.random.default_rng(7)
     q = rng.standard_normal((2, 3, 21, 4))  # (B, h, N_q, d_k)

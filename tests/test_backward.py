@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mha_core import MHAConfig, init_params, multi_head_attention, scaled_dot_product_attention
-from mha_core.backward import attention_backward, attention_forward, mha_backward, mha_forward
+from mha_core.core.backward import attention_backward, attention_forward, mha_backward, mha_forward
 
 # d loss / d b_K is exactly zero (adding q.b_K to a whole row of scores leaves softmax unchanged),
 # so both sides are rounding noise; this bound is far below any real gradient here.

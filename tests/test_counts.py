@@ -1,6 +1,6 @@
 """count_params against the arrays, count_macs against the matmuls a Tracer saw, kv_cache_bytes.
 
-The closed forms in ``mha_core.counts`` are never restated here: parameters are summed from
+The closed forms in ``mha_core.core.counts`` are never restated here: parameters are summed from
 ``init_params``' arrays and MACs from what actually ran.
 """
 

@@ -27,7 +27,7 @@ from dashboard_server import (
 from playwright.sync_api import expect, sync_playwright
 
 import mha_core as m
-from mha_core import widgets as W
+from mha_core.ui import widgets as W
 
 pytestmark = pytest.mark.browser
 

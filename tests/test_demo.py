@@ -1,11 +1,11 @@
-"""Tests for mha_core.demo: the demo sentence and its embeddings."""
+"""Tests for mha_core.teaching.demo: the demo sentence and its embeddings."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from mha_core import demo
+from mha_core.teaching import demo
 
 
 def test_sentence_is_a_real_sentence_of_word_tokens():

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import mha_core as m
-from mha_core import exercises as ex
-from mha_core import pitfalls as pf
-from mha_core.exercises import Feedback
+from mha_core.teaching import exercises as ex
+from mha_core.teaching import pitfalls as pf
+from mha_core.teaching.exercises import Feedback
 
 # pitfall name -> the checker that must recognise it
 CHECKER_FOR = {

@@ -18,7 +18,7 @@ from mha_core import (
     softmax,
     split_heads,
 )
-from mha_core import pitfalls as pf
+from mha_core.teaching import pitfalls as pf
 
 H, N, D_K = 4, 6, 8
 

@@ -9,8 +9,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from mha_core import pretrained
-from mha_core.trainer import ModelConfig, accuracy, count_model_params, train
+from mha_core.training import pretrained
+from mha_core.training.trainer import ModelConfig, accuracy, count_model_params, train
 
 RECORD = pretrained.load_record()
 # Retraining on another machine may round differently in the last bits; over 600 steps that can

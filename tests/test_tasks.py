@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mha_core.tasks import IGNORE, OffsetPairTask
+from mha_core.training.tasks import IGNORE, OffsetPairTask
 
 
 @st.composite

@@ -7,8 +7,8 @@ import pytest
 from gradcheck import MAX_REL_ERR, numeric_grad, relative_error
 
 from mha_core import MHAConfig, count_params
-from mha_core.tasks import IGNORE, OffsetPairTask
-from mha_core.trainer import (
+from mha_core.training.tasks import IGNORE, OffsetPairTask
+from mha_core.training.trainer import (
     ModelConfig,
     TrainConfig,
     accuracy,

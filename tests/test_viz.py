@@ -1,4 +1,4 @@
-"""Tests for mha_core.viz: the head grid, the shape ledger and the tensor boxes."""
+"""Tests for mha_core.ui.viz: the head grid, the shape ledger and the tensor boxes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 import mha_core as m
-from mha_core import demo, viz
+from mha_core.teaching import demo
+from mha_core.ui import viz
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

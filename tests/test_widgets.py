@@ -1,4 +1,4 @@
-"""Tests for mha_core.widgets: the pure state functions and the panels' callbacks.
+"""Tests for mha_core.ui.widgets: the pure state functions and the panels' callbacks.
 
 Callbacks are driven the way the browser drives them: by setting widget values, and by
 feeding ``set_state`` / ``_handle_msg`` the update messages a page would send, including
@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import mha_core as m
-from mha_core import demo
-from mha_core import widgets as W
+import mha_core.training
+from mha_core.teaching import demo
+from mha_core.ui import widgets as W
 
 
 def _forge(widget, state: dict) -> None:
@@ -82,8 +83,8 @@ def test_head_weights_validates(args, kwargs, exc, match):
 
 @pytest.fixture
 def fake_pretrained(monkeypatch):
-    """A stand-in for mha_core.pretrained: uniform weights over a 6-token toy sequence."""
-    mod = types.ModuleType("mha_core.pretrained")
+    """A stand-in for mha_core.training.pretrained: uniform weights over a 6-token toy sequence."""
+    mod = types.ModuleType("mha_core.training.pretrained")
     mod.AVAILABLE_HEADS = (2, 4)
 
     def attention_maps(n_heads, n=None, seed=0):
@@ -92,8 +93,8 @@ def fake_pretrained(monkeypatch):
         return [f"t{i}" for i in range(n)], np.full((n_heads, n, n), 1.0 / n)
 
     mod.attention_maps = attention_maps
-    monkeypatch.setitem(sys.modules, "mha_core.pretrained", mod)
-    monkeypatch.setattr(m, "pretrained", mod, raising=False)
+    monkeypatch.setitem(sys.modules, "mha_core.training.pretrained", mod)
+    monkeypatch.setattr(mha_core.training, "pretrained", mod, raising=False)
     return mod
 
 
@@ -114,8 +115,8 @@ def test_head_weights_trained_uses_pretrained_and_masks_exactly(fake_pretrained)
 
 
 def test_head_weights_trained_missing(monkeypatch):
-    monkeypatch.setitem(sys.modules, "mha_core.pretrained", None)  # import fails
-    monkeypatch.delattr(m, "pretrained", raising=False)
+    monkeypatch.setitem(sys.modules, "mha_core.training.pretrained", None)  # import fails
+    monkeypatch.delattr(mha_core.training, "pretrained", raising=False)
     assert W.trained_available() == ()
     with pytest.raises(ValueError, match="not available"):
         W.head_weights(4, 6, kind="trained")
@@ -259,8 +260,8 @@ def test_head_explorer_refuses_bad_values():
 
 
 def test_head_explorer_trained_missing_is_a_message(monkeypatch):
-    monkeypatch.setitem(sys.modules, "mha_core.pretrained", None)
-    monkeypatch.delattr(m, "pretrained", raising=False)
+    monkeypatch.setitem(sys.modules, "mha_core.training.pretrained", None)
+    monkeypatch.delattr(mha_core.training, "pretrained", raising=False)
     p = W.head_explorer()
     image = p.image.value
     p.kind.value = "trained"

@@ -229,14 +229,14 @@ cells = [
     md(r"""
     ## 5 · Exercise: the scale and the head's attention
 
-    The checkers in `mha_core.exercises` run your answer on seeded inputs, compare it with
+    The checkers in `mha_core.teaching.exercises` run your answer on seeded inputs, compare it with
     `mha_core`, and name the mistake when your answer matches a known wrong one.
 
     **(a)** The logits $QK^\top$ are multiplied by a scale before the softmax. For the large layer
     ($d_{model}=4096$, $h=32$), a first attempt uses the model width:
     """),
     code("""
-    from mha_core.exercises import check_attention, check_scale
+    from mha_core.teaching.exercises import check_attention, check_scale
 
     attempt = check_scale(1 / np.sqrt(big.d_model), d_model=big.d_model, n_heads=big.h)
     assert not attempt.ok and attempt.pitfall == "scale_sqrt_d_model"

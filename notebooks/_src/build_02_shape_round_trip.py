@@ -35,7 +35,7 @@ cells = [
         split_heads,
         trace_shapes,
     )
-    from mha_core.viz import draw_shape_boxes, figure_bytes, ledger_html
+    from mha_core.ui.viz import draw_shape_boxes, figure_bytes, ledger_html
 
     B, N = 3, 5
     cfg = MHAConfig(d_model=24, n_heads=4)
@@ -178,10 +178,10 @@ cells = [
     Reshaping $(N, d_{model})$ straight to $(h, N, d_k)$ gives the right shape, so nothing crashes,
     but it reads the numbers in memory order: "head 0" receives the first tokens' whole rows cut
     into pieces of $d_k$, instead of block 0 of every token. To see it, fill a matrix with the index of the token each entry came from.
-    The wrong split is `mha_core.pitfalls.split_heads_without_transpose`.
+    The wrong split is `mha_core.teaching.pitfalls.split_heads_without_transpose`.
     """),
     code("""
-    from mha_core.pitfalls import split_heads_without_transpose
+    from mha_core.teaching.pitfalls import split_heads_without_transpose
 
     token_of = np.repeat(np.arange(N, dtype=float)[:, None], d_model, axis=1)  # (N, d_model)
     right = split_heads(token_of, h)  # (h, N, d_k)
@@ -208,11 +208,11 @@ cells = [
     plt.show()
     """),
     md(r"""
-    Through the whole layer the damage is large. `mha_core.pitfalls` has the layer built with the
+    Through the whole layer the damage is large. `mha_core.teaching.pitfalls` has the layer built with the
     wrong split on $Q$, $K$ and $V$ and the matching wrong merge; compare it with the real layer.
     """),
     code("""
-    from mha_core.pitfalls import multi_head_attention_without_transpose
+    from mha_core.teaching.pitfalls import multi_head_attention_without_transpose
 
     good = multi_head_attention(X, params, h)  # (N, d_model)
     bad = multi_head_attention_without_transpose(X, params, h)  # (N, d_model), the same shape
@@ -230,7 +230,7 @@ cells = [
     the mistake when it recognises one. A first attempt reshapes straight to the head layout:
     """),
     code("""
-    from mha_core.exercises import check_split_heads
+    from mha_core.teaching.exercises import check_split_heads
 
 
     def split_try1(x, n_heads):
@@ -256,13 +256,13 @@ cells = [
     md(r"""
     ## 8 · Explore: sliders for $B$, $N$, $d_{model}$ and $h$
 
-    The panel below is the dashboard's shape explorer (`mha_core.widgets.shape_explorer`). Each
+    The panel below is the dashboard's shape explorer (`mha_core.ui.widgets.shape_explorer`). Each
     move runs the real layer through `trace_shapes` and redraws the ledger and the boxes. The $h$
     slider only offers divisors of $d_{model}$, because the heads must split the width evenly.
     """),
     code("""
     # NBVAL_IGNORE_OUTPUT
-    from mha_core.widgets import shape_explorer
+    from mha_core.ui.widgets import shape_explorer
 
     shape_explorer(B=B, N=N, d_model=64, h=h)
     """),
@@ -276,7 +276,7 @@ cells = [
     import html
     import re
 
-    from mha_core.widgets import shape_state
+    from mha_core.ui.widgets import shape_state
 
     probe = shape_explorer(B=B, N=N, d_model=512, h=8)
     for width in (768, 64):

@@ -22,8 +22,8 @@ cells = [
     from IPython.display import Image, display
 
     from mha_core import MHAConfig, causal_mask, init_params, multi_head_attention
-    from mha_core.demo import SENTENCE, embed_tokens
-    from mha_core.viz import figure_bytes, head_grid_figure
+    from mha_core.teaching.demo import SENTENCE, embed_tokens
+    from mha_core.ui.viz import figure_bytes, head_grid_figure
 
     tokens = list(SENTENCE)
     N = len(tokens)
@@ -76,7 +76,7 @@ cells = [
     heads and over a batch of $B$ sentences.
     """),
     code("""
-    from mha_core.demo import PASSAGE
+    from mha_core.teaching.demo import PASSAGE
 
     second = list(PASSAGE[N : 2 * N])  # the next N tokens of the passage, as a second sentence
     X_batch = np.stack([X, embed_tokens(second, cfg.d_model, seed=0)])  # (B, N, d_model)
@@ -97,7 +97,7 @@ cells = [
     The causal grid, drawn this time by `viz.HeadGrid`, the fast renderer behind the sliders below:
     """),
     code("""
-    from mha_core.viz import HeadGrid
+    from mha_core.ui.viz import HeadGrid
 
     grid = HeadGrid()
     png = grid.render(w_causal[0], tokens, title=f"Causal MHA, sentence 1 of {B}: h = {h}, N = {N} "
@@ -107,13 +107,13 @@ cells = [
     md(r"""
     ## 3 · Explore: $h$, $N$, the causal mask and the query token
 
-    This is the dashboard's own panel (`mha_core.widgets.head_explorer`). Moving a control
+    This is the dashboard's own panel (`mha_core.ui.widgets.head_explorer`). Moving a control
     recomputes the weights and redraws the grid; pick a query token to outline its row in every
     head. The weights are random unless trained ones are installed and selected.
     """),
     code("""
     # NBVAL_IGNORE_OUTPUT
-    from mha_core.widgets import head_explorer
+    from mha_core.ui.widgets import head_explorer
 
     head_explorer(h=h, N=N)
     """),
@@ -126,7 +126,7 @@ cells = [
     import html
     import re
 
-    from mha_core.widgets import head_weights
+    from mha_core.ui.widgets import head_weights
 
     probe = head_explorer(h=h, N=N)
     probe.N.value = 30
@@ -166,7 +166,7 @@ cells = [
     key $j$. `check_causal_mask` names the usual mistakes. A first attempt keeps the wrong triangle:
     """),
     code("""
-    from mha_core.exercises import check_causal_mask
+    from mha_core.teaching.exercises import check_causal_mask
 
     attempt = check_causal_mask(lambda n: np.triu(np.ones((n, n), dtype=bool)))  # (N, N)
     assert not attempt.ok and attempt.pitfall == "causal_mask_upper"

@@ -18,8 +18,8 @@ cells = [
     7. splitting heads with a reshape but no transpose;
     8. assuming heads can be spread over devices for free.
 
-    Each wrong version lives in `mha_core.pitfalls`, next to the right code in `mha_core`. Here both
-    run on the same inputs and the damage is measured. The checkers of `mha_core.exercises` name
+    Each wrong version lives in `mha_core.teaching.pitfalls`, next to the right code in `mha_core`. Here both
+    run on the same inputs and the damage is measured. The checkers of `mha_core.teaching.exercises` name
     these mistakes when they turn up in your own code.
 
     **Assumed:** notebooks 01 to 04. Symbols: $N$ tokens, $d_{model}$ width, $h$ heads,
@@ -41,8 +41,8 @@ cells = [
         scaled_dot_product_attention,
         split_heads,
     )
-    from mha_core import pitfalls as pf
-    from mha_core.exercises import check_attention, check_merge_heads
+    from mha_core.teaching import pitfalls as pf
+    from mha_core.teaching.exercises import check_attention, check_merge_heads
 
     rng = np.random.default_rng(0)
     """),
@@ -231,7 +231,7 @@ cells = [
           f"wrong {leak_wrong[:, :-1].max():.3f}")
     """),
     md(r"""
-    The checker of `mha_core.exercises` recognises this mistake when it meets it:
+    The checker of `mha_core.teaching.exercises` recognises this mistake when it meets it:
     """),
     code("""
     verdict = check_attention(pf.attention_mask_after_softmax)
@@ -356,7 +356,7 @@ cells = [
     | reshape without transpose | most numbers land in another token's row; the layer's output is far off |
     | heads on devices for free | each device has only a partial sum; $N \times d_{model}$ must be exchanged per layer |
 
-    The checkers in `mha_core.exercises` recognise several of these by name (`PITFALLS` lists them).
+    The checkers in `mha_core.teaching.exercises` recognise several of these by name (`PITFALLS` lists them).
     """),
 ]
 

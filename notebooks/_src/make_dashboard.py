@@ -4,7 +4,7 @@ Run, then execute and strip (see the project's notebook rules):
     .venv/bin/python notebooks/_src/make_dashboard.py
     .venv/bin/jupyter nbconvert --to notebook --execute --inplace notebooks/dashboard.ipynb
     .venv/bin/nbstripout --keep-output --keep-count notebooks/dashboard.ipynb
-Every code cell only builds a panel from mha_core.widgets; the logic lives there (and is tested).
+Every code cell only builds a panel from mha_core.ui.widgets; the logic lives there (and is tested).
 """
 
 from pathlib import Path
@@ -42,7 +42,7 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from mha_core import widgets as W
+from mha_core.ui import widgets as W
 """),
     md("""
 ## 1. Shapes: the round trip

@@ -27,13 +27,13 @@ from collections.abc import Callable
 import ipywidgets as widgets
 import numpy as np
 
-from ._checks import check_positive_int
-from .config import MHAConfig, init_params
-from .counts import count_macs, count_params, kv_cache_bytes
-from .demo import MAX_TOKENS, SENTENCE, embed_tokens, tokens
-from .masks import causal_mask
-from .mha import multi_head_attention
-from .trace import trace_shapes
+from ..core._checks import check_positive_int
+from ..core.config import MHAConfig, init_params
+from ..core.counts import count_macs, count_params, kv_cache_bytes
+from ..core.masks import causal_mask
+from ..core.mha import multi_head_attention
+from ..core.trace import trace_shapes
+from ..teaching.demo import MAX_TOKENS, SENTENCE, embed_tokens, tokens
 from .viz import HeadGrid, canvas_png, ledger_html, shape_boxes_svg
 
 # -- limits and choices (each a "why") ------------------------------------------------------------
@@ -142,9 +142,9 @@ def shape_state(B: int, N: int, d_model: int, h: int, *, seed: int = 0) -> dict:
 
 
 def trained_available() -> tuple[int, ...]:
-    """Head counts with trained weights (``mha_core.pretrained.AVAILABLE_HEADS``), () if none."""
+    """Head counts with trained weights (``mha_core.training.pretrained.AVAILABLE_HEADS``), () if none."""
     try:
-        from . import pretrained  # provided by the training module; optional here
+        from ..training import pretrained
     except ImportError:
         return ()
     return tuple(getattr(pretrained, "AVAILABLE_HEADS", ()))
@@ -164,7 +164,7 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
         Apply the causal mask (query i sees keys 0..i).
     kind : {"random", "trained"}
         ``"random"``: a freshly initialised layer (d_model = ``HEAD_D_MODEL``) on the demo
-        passage. ``"trained"``: ``mha_core.pretrained.attention_maps`` (a toy-task model that
+        passage. ``"trained"``: ``mha_core.training.pretrained.attention_maps`` (a toy-task model that
         was trained with the causal mask, so its weights are causal whatever ``causal`` says,
         and the title says so). They are re-normalised over the allowed keys, which is exactly
         softmax with the mask applied and leaves causal weights unchanged.
@@ -191,10 +191,10 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
         return labels, weights, title
     available = trained_available()
     if not available:
-        raise ValueError("trained weights are not available in this install (mha_core.pretrained is missing)")
+        raise ValueError("trained weights are not available in this install (mha_core.training.pretrained is missing)")
     if h not in available:
         raise ValueError(f"no trained model with h={h}; trained models exist for h = {', '.join(map(str, available))}")
-    from .pretrained import attention_maps
+    from ..training.pretrained import attention_maps
 
     longest = len(attention_maps(h)[0])  # the toy task's sequence length
     n = min(N, longest)

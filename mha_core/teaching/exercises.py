@@ -2,11 +2,11 @@
 
 Each ``check_*`` function takes the reader's function (or, for the scale, a number), runs it on
 seeded inputs and compares the result with ``mha_core``'s answer. When they differ it compares
-the result with each known mistake from ``mha_core.pitfalls`` and names the one that matches.
+the result with each known mistake from ``mha_core.teaching.pitfalls`` and names the one that matches.
 It also reports a wrong shape, a wrong dtype, a NaN, an input modified in place, or an exception
 raised by the reader's code (as a message, never a traceback). The result is a ``Feedback``:
 
-    >>> from mha_core.exercises import check_split_heads
+    >>> from mha_core.teaching.exercises import check_split_heads
     >>> check_split_heads(lambda x, h: x.reshape(*x.shape[:-2], h, x.shape[-2], -1))
     Feedback (not yet, pitfall split_without_transpose): Your output matches the reshape-without-transpose answer ...
 
@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .attention import scaled_dot_product_attention
-from .config import MHAConfig, init_params
-from .heads import merge_heads, split_heads
-from .masks import causal_mask
-from .mha import multi_head_attention
+from ..core.attention import scaled_dot_product_attention
+from ..core.config import MHAConfig, init_params
+from ..core.heads import merge_heads, split_heads
+from ..core.masks import causal_mask
+from ..core.mha import multi_head_attention
+from ..core.softmax import softmax
 from .pitfalls import PITFALLS
-from .softmax import softmax
 
 __all__ = [
     "Feedback",
@@ -65,7 +65,7 @@ class Feedback:
     message : str
         One readable paragraph: what was checked, and what is wrong if anything.
     pitfall : str or None
-        The name of the recognised mistake (a key of ``mha_core.pitfalls.PITFALLS``), if any.
+        The name of the recognised mistake (a key of ``mha_core.teaching.pitfalls.PITFALLS``), if any.
     """
 
     ok: bool

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_positive_int
-from .config import as_rng
+from ..core._checks import check_positive_int
+from ..core.config import as_rng
 
 # Target value of a position the task leaves undefined (nothing to read that far back).
 IGNORE = -1

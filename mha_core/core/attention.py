@@ -59,7 +59,7 @@ def scaled_dot_product_attention(
         Refuse (``MemoryBudgetError``) before allocating scores larger than this;
         default 2 GiB.
     tracer : Tracer, optional
-        Records shapes and MACs (see ``mha_core.trace``).
+        Records shapes and MACs (see ``mha_core.core.trace``).
 
     Returns
     -------

@@ -2,11 +2,11 @@
 
 The experiment ("does splitting the same width into several heads help?"): the task
 ``OffsetPairTask(vocab=16, seq_len=12, offsets=(1, 3))`` (name the tokens 1 and 3 places back),
-the model of ``mha_core.trainer`` at ``d_model = 16`` with ``h`` in ``AVAILABLE_HEADS``, the same
+the model of ``mha_core.training.trainer`` at ``d_model = 16`` with ``h`` in ``AVAILABLE_HEADS``, the same
 training budget ``TRAIN`` and the seeds ``SEEDS`` for every ``h``. Only ``h`` changes; the
 parameter count does not (``count_model_params``).
 
-``scripts/train_pretrained.py`` (``make weights``) reruns it and rewrites ``mha_core/weights/``:
+``scripts/train_pretrained.py`` (``make weights``) reruns it and rewrites ``mha_core/training/weights/``:
 ``heads_<h>.npz`` (every seed's weights) and ``record.json`` (configuration, accuracy table,
 timings). ``load(h)`` and ``attention_maps(h)`` read them back instantly.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._checks import check_positive_int
+from ..core._checks import check_positive_int
 from .tasks import OffsetPairTask
 from .trainer import (
     ModelConfig,

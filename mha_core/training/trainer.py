@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ._checks import check_positive_int
-from .backward import mha_backward, mha_forward
-from .config import MHAConfig, as_rng, init_params
+from ..core._checks import check_positive_int
+from ..core.backward import mha_backward, mha_forward
+from ..core.config import MHAConfig, as_rng, init_params
 from .tasks import IGNORE, OffsetPairTask
 
 ATTENTION_NAMES = ("W_Q", "W_K", "W_V", "W_O")

@@ -4,7 +4,7 @@ Each function here mirrors a correct ``mha_core`` function with exactly ONE deli
 marked ``<- the error`` in the code. They exist for two reasons:
 
 * ``notebooks/07_pitfalls`` runs them next to the correct code and measures the damage;
-* ``mha_core.exercises`` runs them on the same seeded inputs as a reader's attempt, so a
+* ``mha_core.teaching.exercises`` runs them on the same seeded inputs as a reader's attempt, so a
   wrong attempt can be named ("your output matches the sqrt(d_model)-scaled answer").
 
 Never use them for anything else. ``PITFALLS`` maps each mistake's name to its function and a
@@ -22,12 +22,12 @@ from types import MappingProxyType
 
 import numpy as np
 
-from ._checks import check_float_array, check_mask, check_positive_int
-from .attention import scaled_dot_product_attention
-from .heads import merge_heads
-from .masks import causal_mask
-from .mha import _validate, head_outputs
-from .softmax import softmax
+from ..core._checks import check_float_array, check_mask, check_positive_int
+from ..core.attention import scaled_dot_product_attention
+from ..core.heads import merge_heads
+from ..core.masks import causal_mask
+from ..core.mha import _validate, head_outputs
+from ..core.softmax import softmax
 
 __all__ = [
     "PITFALLS",

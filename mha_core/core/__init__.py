@@ -1,0 +1,40 @@
+"""The core: attention maths in NumPy, one module per concept. Imports nothing else of mha_core."""
+
+from ._checks import DEFAULT_MAX_SCORE_BYTES, MemoryBudgetError
+from .attention import scaled_dot_product_attention
+from .config import MHAConfig, init_params
+from .counts import count_macs, count_params, kv_cache_bytes
+from .heads import head_columns, merge_heads, split_heads
+from .masks import causal_mask, padding_mask
+from .mha import (
+    head_contributions,
+    head_outputs,
+    multi_head_attention,
+    multi_head_attention_per_head,
+)
+from .softmax import softmax
+from .trace import Tracer, trace_config, trace_shapes
+
+__all__ = [
+    "DEFAULT_MAX_SCORE_BYTES",
+    "MHAConfig",
+    "MemoryBudgetError",
+    "Tracer",
+    "causal_mask",
+    "count_macs",
+    "count_params",
+    "head_columns",
+    "head_contributions",
+    "head_outputs",
+    "init_params",
+    "kv_cache_bytes",
+    "merge_heads",
+    "multi_head_attention",
+    "multi_head_attention_per_head",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "softmax",
+    "split_heads",
+    "trace_config",
+    "trace_shapes",
+]

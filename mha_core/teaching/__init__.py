@@ -1,0 +1,1 @@
+"""Teaching aids: the classic mistakes (pitfalls), exercise checkers, and the demo sentence."""
