@@ -4,6 +4,7 @@ from ._checks import DEFAULT_MAX_SCORE_BYTES, MemoryBudgetError
 from .attention import scaled_dot_product_attention
 from .config import MHAConfig, init_params
 from .counts import count_macs, count_params, kv_cache_bytes
+from .flash import flash_attention
 from .heads import head_columns, merge_heads, split_heads
 from .masks import causal_mask, padding_mask
 from .mha import (
@@ -23,6 +24,7 @@ __all__ = [
     "causal_mask",
     "count_macs",
     "count_params",
+    "flash_attention",
     "head_columns",
     "head_contributions",
     "head_outputs",
