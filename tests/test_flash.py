@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from strategies import flash_cases, mha_cases, reference_causal, tol
 
 from mha_core import (
-    MHAConfig,
     MemoryBudgetError,
+    MHAConfig,
     Tracer,
     causal_mask,
     flash_attention,

@@ -169,9 +169,9 @@ def _rows(q, k, v1, mask, scale: float, causal: bool, r0: int, r1: int, block_k:
         acc *= alpha  # (..., rows, d_v + 1): o and l rescaled to the new max
         acc += p @ v1[..., c0:c1, :]  # (..., rows, cols) @ (..., cols, d_v + 1): o += p V, l += sum p
         m = m_new
-    o, l = acc[..., :-1], acc[..., -1:]  # (..., rows, d_v), (..., rows, 1)
+    o, row_sum = acc[..., :-1], acc[..., -1:]  # (..., rows, d_v), (..., rows, 1): o and l
     # out = o / l; a row with no allowed key has l = 0 and o = 0 and gets zeros, not NaN
-    return o * np.divide(1, l, out=np.zeros_like(l), where=l > 0)  # (..., rows, d_v)
+    return o * np.divide(1, row_sum, out=np.zeros_like(row_sum), where=row_sum > 0)  # (..., rows, d_v)
 
 
 def available_cpus() -> int:
