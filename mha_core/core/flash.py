@@ -39,7 +39,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from ._checks import check_memory, check_positive_int
 from .attention import check_attention_args
@@ -87,7 +87,8 @@ def flash_attention(
     block_k : int, default 512
         Keys per tile.
     threads : int, optional
-        Worker threads sharing the query blocks; default the CPUs this process may use.
+        Worker threads sharing the query blocks; default as many as numpy's BLAS would use
+        (so ``OPENBLAS_NUM_THREADS=1`` means one).
     max_bytes : int, optional
         Refuse (``MemoryBudgetError``) a tile of scores larger than this; default 2 GiB.
 
@@ -124,7 +125,7 @@ def _flash(
     v1 = np.concatenate([v, ones], axis=-1)  # (..., N_k, d_v + 1): p @ v1 = [p @ V | row sums of p]
     out = np.empty((*lead, n_q, d_v), dtype=q.dtype)  # (..., N_q, d_v)
     starts = list(range(0, n_q, block_q))
-    n_workers = min(available_cpus() if threads is None else threads, len(starts))
+    n_workers = min(blas_threads() if threads is None else threads, len(starts))
 
     def work(my_starts: list[int]) -> None:
         s_buf = np.empty((*lead, min(block_q, n_q), min(block_k, k.shape[-2])), dtype=q.dtype)  # one tile, reused
@@ -174,9 +175,12 @@ def _rows(q, k, v1, mask, scale: float, causal: bool, r0: int, r1: int, block_k:
     return o * np.divide(1, row_sum, out=np.zeros_like(row_sum), where=row_sum > 0)  # (..., rows, d_v)
 
 
-def available_cpus() -> int:
-    """The CPUs this process may run on (the affinity mask where the OS has one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def blas_threads() -> int:
+    """The threads numpy's BLAS would use now (``OPENBLAS_NUM_THREADS``, ``threadpool_limits``):
+    the tiled path runs that many workers, so a one-thread setting means one thread."""
+    counts = [pool["num_threads"] for pool in threadpool_info()
+              if pool["user_api"] == "blas" and "numpy" in pool["filepath"]]
+    return max(1, min(counts)) if counts else os.cpu_count() or 1
 
 
 def _tile_mask(mask, causal: bool, offset: int, r0: int, r1: int, c0: int, c1: int):
