@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT = 1  # bump when the cache's layout or conversion changes; older caches are rebuilt
+FORMAT = 2  # bump when the cache's layout or conversion changes; older caches are rebuilt
 FETCH_COMMAND = "make models"  # what every error message tells the user to run
 _CHUNK = 1 << 20  # bytes read at a time when hashing or copying
 
