@@ -74,10 +74,10 @@ slides: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
 
-# torch is a benchmark reference only: installed here, never a package dependency.
+# torch and transformers are benchmark references only: installed here, never package dependencies.
 # BENCH_ARGS=--quick gives a CI-sized run; see `python -m benchmarks.run --help`.
 bench: $(STAMP) $(MODELS_STAMP)
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet torch==2.13.0 transformers==5.24.0 accelerate==1.15.0
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
 weights: $(STAMP)
