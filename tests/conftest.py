@@ -17,6 +17,7 @@ import os
 import re
 from collections import defaultdict
 
+import numpy as np
 import pytest
 
 STRICT = os.environ.get("CI", "").lower() == "true" or os.environ.get("MHA_STRICT") == "1"
@@ -177,3 +178,20 @@ def smollm2_reference(smollm2):
     model = transformers.AutoModelForCausalLM.from_pretrained(
         src, gguf_file=gguf, attn_implementation="eager", dtype=torch.float32).eval()
     return model, tokenizer
+
+
+def _compare_layers(ours, theirs, tol: float, what: str, text: str) -> float:
+    """The largest ``|ours[l] - theirs[l][0]|`` over the layers (``theirs``: torch tensors with a
+    batch axis); fails naming the first layer off by ``tol`` or more."""
+    assert len(theirs) == len(ours), f"{len(ours)} {what} layers against the reference's {len(theirs)}"
+    worst = 0.0
+    for layer, ref in enumerate(theirs):
+        err = float(np.abs(ours[layer] - ref[0].numpy()).max())
+        assert err < tol, f"{what} of layer {layer} off by {err:.2e} on {text!r}"
+        worst = max(worst, err)
+    return worst
+
+
+@pytest.fixture
+def compare_layers():
+    return _compare_layers
