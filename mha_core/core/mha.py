@@ -24,7 +24,7 @@ from ._checks import check_finite, check_float_array, check_mask, check_memory, 
 from .attention import _attend, scaled_dot_product_attention
 from .heads import head_columns, merge_heads, split_heads
 from .masks import causal_mask
-from .rope import apply_rope
+from .rope import apply_rope, check_rope
 from .trace import NO_TRACER
 
 WEIGHT_NAMES = ("W_Q", "W_K", "W_V", "W_O")
@@ -126,10 +126,7 @@ def _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max
         check_finite(head_mask, "head_mask")
     check_memory(scores_shape, x.dtype, max_bytes, "the attention scores")
     if rope_base is not None:
-        if isinstance(rope_base, bool) or not isinstance(rope_base, (int, float, np.integer, np.floating)):
-            raise TypeError(f"rope_base must be a number or None, got {type(rope_base).__name__} {rope_base!r}")
-        if not (np.isfinite(rope_base) and rope_base > 1) or d_k % 2:
-            raise ValueError(f"RoPE needs a finite rope_base > 1 and an even d_k, got rope_base={rope_base}, d_k={d_k}")
+        rope_base = check_rope(rope_base, d_k)
     return _Call(x, x_kv, params, h, n_kv, d_k, d_v, mask, head_mask, max_bytes, rope_base)
 
 
