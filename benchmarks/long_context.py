@@ -22,6 +22,7 @@ import json
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -192,19 +193,19 @@ def breakdown(n: int) -> list[dict]:
     clock = dict.fromkeys(["Q, K, V projections", "Q K^T tiles", "max", "subtract + exp",
                            "P [V | 1] tiles", "rescale + normalise", "merge + W_O"], 0.0)
 
-    def timed(stage, fn):
+    @contextmanager
+    def stage(name):
         t0 = time.perf_counter()
-        r = fn()
-        clock[stage] += time.perf_counter() - t0
-        return r
+        yield
+        clock[name] += time.perf_counter() - t0
 
     before = numpy_threads()
     if not set_numpy_threads(1):
         return []
     try:
         t0 = time.perf_counter()
-        Qh, Kh, Vh = timed("Q, K, V projections", lambda: [  # (B, h, N, d_k) each
-            split_heads((x2 @ p[w]).reshape(1, n, D_MODEL), H) for w in ("W_Q", "W_K", "W_V")])
+        with stage("Q, K, V projections"):
+            Qh, Kh, Vh = (split_heads((x2 @ p[w]).reshape(1, n, D_MODEL), H) for w in ("W_Q", "W_K", "W_V"))  # (B, h, N, d_k)
         q = Qh * np.float32(1 / np.sqrt(D_MODEL // H))  # (B, h, N, d_k)
         v1 = np.concatenate([Vh, np.ones((*Vh.shape[:-1], 1), np.float32)], axis=-1)  # (B, h, N, d_v+1)
         heads = np.empty_like(Qh)  # (B, h, N, d_v)
@@ -213,15 +214,22 @@ def breakdown(n: int) -> list[dict]:
             m = np.full((1, H, BLOCK_Q, 1), -np.inf, np.float32)  # (B, h, rows, 1)
             acc = np.zeros((1, H, BLOCK_Q, v1.shape[-1]), np.float32)  # (B, h, rows, d_v+1)
             for c0 in range(0, n, BLOCK_K):
-                timed("Q K^T tiles", lambda: np.matmul(q[..., r0:r0 + BLOCK_Q, :],
-                                                       np.swapaxes(Kh[..., c0:c0 + BLOCK_K, :], -1, -2), out=s))
-                m_new = timed("max", lambda: np.maximum(m, s.max(axis=-1, keepdims=True)))  # (B, h, rows, 1)
-                timed("subtract + exp", lambda: np.exp(np.subtract(s, m_new, out=s), out=s))
-                pv = timed("P [V | 1] tiles", lambda: s @ v1[..., c0:c0 + BLOCK_K, :])  # (B, h, rows, d_v+1)
-                timed("rescale + normalise", lambda: acc.__imul__(np.exp(m - m_new)).__iadd__(pv))
+                with stage("Q K^T tiles"):
+                    np.matmul(q[..., r0:r0 + BLOCK_Q, :], np.swapaxes(Kh[..., c0:c0 + BLOCK_K, :], -1, -2), out=s)
+                with stage("max"):
+                    m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (B, h, rows, 1)
+                with stage("subtract + exp"):
+                    np.exp(np.subtract(s, m_new, out=s), out=s)  # (B, h, rows, cols)
+                with stage("P [V | 1] tiles"):
+                    pv = s @ v1[..., c0:c0 + BLOCK_K, :]  # (B, h, rows, cols) @ (B, h, cols, d_v+1)
+                with stage("rescale + normalise"):
+                    acc *= np.exp(m - m_new)
+                    acc += pv
                 m = m_new
-            heads[..., r0:r0 + BLOCK_Q, :] = timed("rescale + normalise", lambda: acc[..., :-1] / acc[..., -1:])
-        timed("merge + W_O", lambda: merge_heads(heads).reshape(n, D_MODEL) @ p["W_O"])
+            with stage("rescale + normalise"):
+                heads[..., r0:r0 + BLOCK_Q, :] = acc[..., :-1] / acc[..., -1:]  # (B, h, rows, d_v)
+        with stage("merge + W_O"):
+            merge_heads(heads).reshape(n, D_MODEL) @ p["W_O"]  # (N, d_model)
         total = time.perf_counter() - t0
         t1 = time.perf_counter()
         multi_head_attention(x, p, H)

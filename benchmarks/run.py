@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import time
 
-from . import core, long_context, memory, report, suites
+from . import core, long_context, memory, models, report, suites
 from .timing import LoadMeter, machine_info
 
 
@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", metavar="SECTION",
                         help="run only these sections (core, single_thread, breakdown, memory, long_context, "
                              "notebooks, dashboard); RESULTS.md then shows only them")
+    parser.add_argument("--skip-models", action="store_true", help="do not time the real models")
     parser.add_argument("--out", default=str(suites.BENCH_DIR), help="folder for results.json and RESULTS.md")
     args = parser.parse_args(argv)
 
@@ -47,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         ("long_context", "long context: tiled attention against torch, N = 512 to 8192",
          lambda: long_context.run(args.quick)),
     ]
+    if not args.skip_models:
+        sections.append(("models", "real models: sentence to attention maps vs transformers, memory per kernel",
+                         lambda: models.run(args.quick)))
     if not args.skip_notebooks:
         sections.append(("notebooks", "notebook suite under nbval", suites.notebooks))
     if not args.skip_dashboard:
@@ -60,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         results["load"][key] = meter.stop()
         print(f"  ({results['load'][key]['wall_s']:.0f} s; other processes used "
               f"{results['load'][key]['other_cpus']:.2f} CPUs on average meanwhile)")
+    if args.skip_models:
+        results["models"] = {"status": "not measured", "reason": "--skip-models"}
     if args.skip_notebooks:
         results["notebooks"] = {"status": "not measured", "reason": "--skip-notebooks"}
     if args.skip_dashboard:

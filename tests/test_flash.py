@@ -8,7 +8,8 @@ import tracemalloc
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from strategies import flash_cases, mha_cases, reference_causal, tol
+from references import reference_causal
+from strategies import flash_cases, mha_cases, tol
 
 from mha_core import (
     MemoryBudgetError,

@@ -28,6 +28,7 @@ from .attention import SCORE_BLOCK_BYTES, _attend, scaled_dot_product_attention
 from .flash import _flash
 from .heads import head_columns, merge_heads, split_heads
 from .masks import causal_mask
+from .rope import apply_rope, check_rope
 from .trace import NO_TRACER
 
 WEIGHT_NAMES = ("W_Q", "W_K", "W_V", "W_O")
@@ -58,6 +59,7 @@ class _Call:
     causal: bool
     head_mask: np.ndarray | None  # (h,)
     max_bytes: int | None
+    rope_base: float | None = None  # RoPE between the projections and the scores (rope.py)
 
     @property
     def group(self) -> int:
@@ -77,7 +79,8 @@ class _Call:
 
 
 def _validate(
-    x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes, *, scores=True, hint=""
+    x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes, rope_base=None, *,
+    scores=True, hint="",
 ) -> _Call:
     """Check every argument; with ``scores``, also refuse a (..., h, N_q, N_k) score tensor over
     the memory budget (for a call that holds the whole tensor: weights kept or traced)."""
@@ -151,7 +154,9 @@ def _validate(
         check_memory(scores_shape, x.dtype, max_bytes, "the attention scores", hint=hint)
     elif max_bytes is not None:
         check_positive_int(max_bytes, "max_bytes")
-    return _Call(x, x_kv, params, h, n_kv, d_k, d_v, mask, bool(causal), head_mask, max_bytes)
+    if rope_base is not None:
+        rope_base = check_rope(rope_base, d_k)
+    return _Call(x, x_kv, params, h, n_kv, d_k, d_v, mask, bool(causal), head_mask, max_bytes, rope_base)
 
 
 def uses_tiles(c: _Call, keep_weights: bool, traced: bool) -> bool:
@@ -174,9 +179,15 @@ def _project(t, name: str, x: np.ndarray, W: np.ndarray, b) -> np.ndarray:
     return y.reshape(*lead, W.shape[1])  # (..., N, d_out)
 
 
-def _heads_forward(c: _Call, t, keep_weights: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+def _heads_forward(
+    c: _Call, t, keep_weights: bool = True, keep: dict | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Fused projections, split, one batched attention. Returns heads (..., h, N_q, d_v) and
-    weights (..., h, N_q, N_k), or None for the weights when not ``keep_weights``."""
+    weights (..., h, N_q, N_k), or None for the weights when not ``keep_weights``.
+
+    ``keep``, a dict, receives what the backward pass needs (``core/backward.py``): ``att``, the
+    attention's ``q, k, v, weights, scale`` in the grouped shapes it ran on, and ``heads``
+    before ``head_mask``."""
     p = c.params
     lead, n_q, n_k = c.x.shape[:-2], c.x.shape[-2], c.x_kv.shape[-2]
     t.record("X", c.x)  # (..., N_q, d_model)
@@ -187,7 +198,10 @@ def _heads_forward(c: _Call, t, keep_weights: bool = True) -> tuple[np.ndarray, 
     Qh = t.record("Q heads: transpose", split_heads(Q, c.h))  # (..., h, N_q, d_k)
     Kh = t.record("K heads", split_heads(K, c.n_kv))  # (..., n_kv, N_k, d_k)
     Vh = t.record("V heads", split_heads(V, c.n_kv))  # (..., n_kv, N_k, d_v)
-    tiled = uses_tiles(c, keep_weights, t is not NO_TRACER)
+    if c.rope_base is not None:  # RoPE: turn each query and key by its position, before the scores
+        Qh = t.record("Q rotated: RoPE", apply_rope(Qh, base=c.rope_base))  # (..., h, N_q, d_k)
+        Kh = t.record("K rotated: RoPE", apply_rope(Kh, base=c.rope_base))  # (..., n_kv, N_k, d_k)
+    tiled = keep is None and uses_tiles(c, keep_weights, t is not NO_TRACER)  # backward keeps weights
     mask = c.key_mask if tiled else c.mask  # the tiled path applies `causal` tile by tile
     if c.group > 1:  # GQA/MQA: view the h query heads as n_kv groups of g sharing one K/V head
         Qh = Qh.reshape(*lead, c.n_kv, c.group, n_q, c.d_k)  # (..., n_kv, g, N_q, d_k)
@@ -197,11 +211,16 @@ def _heads_forward(c: _Call, t, keep_weights: bool = True) -> tuple[np.ndarray, 
             full = np.broadcast_to(mask, (*lead, c.h, n_q, n_k))  # (..., h, N_q, N_k), a view
             mask = full.reshape(*lead, c.n_kv, c.group, n_q, n_k)  # (..., n_kv, g, N_q, N_k)
     # _attend / _flash: the attention functions without re-checking what _validate has checked
+    scale = 1.0 / np.sqrt(c.d_k)
     if tiled:
-        heads, weights = _flash(Qh, Kh, Vh, mask, 1.0 / np.sqrt(c.d_k), causal=c.causal), None
+        heads, weights = _flash(Qh, Kh, Vh, mask, scale, causal=c.causal), None
     else:
-        heads, weights = _attend(Qh, Kh, Vh, mask, 1.0 / np.sqrt(c.d_k), tracer=t, keep_weights=keep_weights)
+        heads, weights = _attend(Qh, Kh, Vh, mask, scale, tracer=t, keep_weights=keep_weights)
+    if keep is not None:
+        keep["att"] = {"kind": "attention", "q": Qh, "k": Kh, "v": Vh, "weights": weights, "scale": scale}
     heads = heads.reshape(*lead, c.h, n_q, c.d_v)  # (..., h, N_q, d_v)
+    if keep is not None:
+        keep["heads"] = heads
     if weights is not None:
         weights = weights.reshape(*lead, c.h, n_q, n_k)  # (..., h, N_q, N_k)
     if c.head_mask is not None:
@@ -222,7 +241,7 @@ def _check_output(out: np.ndarray, c: _Call) -> None:
 
 def multi_head_attention(
     x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None,
-    return_weights=False, head_mask=None, max_bytes=None, tracer=None,
+    return_weights=False, head_mask=None, max_bytes=None, tracer=None, rope_base=None,
 ):
     """Multi-head attention, batched over every head at once.
 
@@ -255,6 +274,10 @@ def multi_head_attention(
         2 GiB; larger requests fail with ``MemoryBudgetError`` before allocating.
     tracer : Tracer, optional
         Records every step's shape and every matmul's MACs (one-shot, at full size).
+    rope_base : float, optional
+        Rotary position embedding: when given, every query and key head is rotated by its
+        position (0, 1, ...) with ``apply_rope(..., base=rope_base)`` after the projections
+        and before the scores (Llama-style models). Default None: no rotation.
 
     Returns
     -------
@@ -262,21 +285,30 @@ def multi_head_attention(
     weights : ndarray of shape (..., h, N_q, N_k), only when ``return_weights``
     """
     c = _validate(
-        x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes,
+        x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes, rope_base,
         scores=return_weights or tracer is not None, hint=WEIGHTS_HINT if return_weights else "",
     )
-    t = tracer or NO_TRACER
-    heads, weights = _heads_forward(c, t, return_weights)  # (..., h, N_q, d_v), (..., h, N_q, N_k)
+    out, weights = _layer_forward(c, tracer or NO_TRACER, return_weights)
+    return (out, weights) if return_weights else out
+
+
+def _layer_forward(c: _Call, t, keep_weights: bool, keep: dict | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The layer on a validated call: ``_heads_forward``, concat, ``W_O``. Returns the output
+    (..., N_q, d_model) and the weights (None unless ``keep_weights``); ``keep`` as in
+    ``_heads_forward``, plus ``concat``."""
+    heads, weights = _heads_forward(c, t, keep_weights, keep)  # (..., h, N_q, d_v), (..., h, N_q, N_k)
     t.record("heads back: transpose", np.swapaxes(heads, -3, -2))  # (..., N_q, h, d_v)
     concat = t.record("concat: reshape", merge_heads(heads))  # (..., N_q, h*d_v)
-    out = _project(t, "out = concat @ W_O", concat, params["W_O"], c.bias("b_O"))  # (..., N_q, d_model)
+    out = _project(t, "out = concat @ W_O", concat, c.params["W_O"], c.bias("b_O"))  # (..., N_q, d_model)
+    if keep is not None:
+        keep["concat"] = concat
     _check_output(out, c)
-    return (out, weights) if return_weights else out
+    return out, weights
 
 
 def multi_head_attention_per_head(
     x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None,
-    return_weights=False, head_mask=None, max_bytes=None, tracer=None,
+    return_weights=False, head_mask=None, max_bytes=None, tracer=None, rope_base=None,
 ):
     """The readable reference: an explicit loop over heads. Same signature and result as
     ``multi_head_attention``.
@@ -285,7 +317,7 @@ def multi_head_attention_per_head(
     ``W_K[:, j*d_k:(j+1)*d_k]`` and ``W_V[:, j*d_v:(j+1)*d_v]``. The head outputs are
     concatenated along the width and multiplied by ``W_O``.
     """
-    c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes)
+    c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes, rope_base)
     t = tracer or NO_TRACER
     p, d_k, d_v = params, c.d_k, c.d_v
     lead, n_q, n_k = c.x.shape[:-2], c.x.shape[-2], c.x_kv.shape[-2]
@@ -298,6 +330,8 @@ def multi_head_attention_per_head(
         Q_i = t.matmul(f"Q_{i}", c.x, p["W_Q"][:, q_cols])  # (..., N_q, d_k)
         if "b_Q" in p:
             Q_i = Q_i + p["b_Q"][q_cols]
+        if c.rope_base is not None:
+            Q_i = apply_rope(Q_i, base=c.rope_base)  # (..., N_q, d_k), rotated by position
         if j not in kv_heads:
             k_cols, v_cols = head_columns(j, d_k), head_columns(j, d_v)
             K_j = t.matmul(f"K_{j}", c.x_kv, p["W_K"][:, k_cols])  # (..., N_k, d_k)
@@ -306,6 +340,8 @@ def multi_head_attention_per_head(
                 K_j = K_j + p["b_K"][k_cols]
             if "b_V" in p:
                 V_j = V_j + p["b_V"][v_cols]
+            if c.rope_base is not None:
+                K_j = apply_rope(K_j, base=c.rope_base)  # (..., N_k, d_k), rotated by position
             kv_heads[j] = (K_j, V_j)
         K_i, V_i = kv_heads[j]  # (..., N_k, d_k), (..., N_k, d_v)
         mask_i = None if full_mask is None else full_mask[..., i, :, :]  # (..., N_q, N_k)
@@ -348,7 +384,7 @@ def head_contributions(x, params, n_heads, **kwargs) -> np.ndarray:
 
 
 def _call_kwargs(kwargs: dict) -> dict:
-    allowed = {"x_kv", "mask", "causal", "n_kv_heads", "head_mask", "max_bytes", "tracer"}
+    allowed = {"x_kv", "mask", "causal", "n_kv_heads", "head_mask", "max_bytes", "tracer", "rope_base"}
     unknown = set(kwargs) - allowed
     if unknown:
         raise TypeError(f"unexpected keyword arguments {sorted(unknown)}; allowed: {sorted(allowed)}")
