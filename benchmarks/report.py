@@ -367,7 +367,7 @@ def markdown(results: dict) -> str:
         "The fused layer at h=8, d_model=512, float32, B=1, no mask, against `nn.MultiheadAttention` "
         "(need_weights=False) and against the same projections around `F.scaled_dot_product_attention`, "
         "all on the same weights, interleaved in one run per N. \"vs torch\" is torch's time over ours "
-        "(above 1, ours is faster). \"path\" is what `multi_head_attention` chose (tiled above 16 MiB "
+        "(above 1, ours is faster). \"path\" is what `multi_head_attention` chose (tiled above 4 MiB "
         "of scores); \"ours one-shot\" is the same layer forced onto the one-shot path.",
         "",
         *_long_context(results),

@@ -22,15 +22,16 @@ and the largest array alive is one tile of scores. Queries are tiled too, so the
 statistics also stay small: this is the loop of FlashAttention (Dao et al. 2022); Rabe & Staats
 (2021) showed the same O(N) memory for attention by chunking queries and keys.
 
-Extra memory: the output (..., N_q, d_v), one copy of V with a column of ones (see below),
-and one tile (..., block_q, block_k) of scores. Never N_q x N_k.
+Extra memory: the output (..., N_q, d_v) and one tile (..., block_q, block_k) of scores per
+worker thread. Never N_q x N_k.
 
-Two choices made for speed, both measured (benchmarks/RESULTS.md):
+Two choices made for speed (benchmarks/RESULTS_long_context.md):
 
-- ``l`` rides along with the matmul. With a column of ones appended to V, ``p @ [V | 1]`` gives
-  ``p @ V`` and the row sums ``sum_j p_j`` in one BLAS call, which saves a pass over the tile.
 - Causal tiles above the diagonal (keys after every query of the tile) are skipped, not masked,
   so causal attention does about half the work.
+- Query blocks are independent, so worker threads share them (as GPU thread blocks do in
+  FlashAttention), each with its BLAS kept to one thread: the exp runs on every core, and a
+  machine busy with other work does not stall a two-thread BLAS call on every tile.
 """
 
 from __future__ import annotations
@@ -44,12 +45,14 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from ._checks import check_memory, check_positive_int
 from .attention import check_attention_args
 
-# Tile sizes, chosen by measurement on a 2-core AMD EPYC (1 MiB L2 per core, 32 MiB L3), h=8,
-# d_k=64, float32 (benchmarks/RESULTS.md, "Tile sizes"). A query block of 256 rows makes each
-# BLAS call large enough to run near the GEMM rate; a key tile of 512 columns keeps one tile of
-# scores for all 8 heads (8 * 256 * 512 * 4 bytes = 4 MiB) in the L3 cache from the first matmul
-# through the exp to the second matmul. Smaller tiles cost more Python and BLAS calls per score;
-# larger ones fall out of cache.
+# Tile sizes. One tile of scores for one head, 256 x 512 float32 = 512 KiB, is this machine's L2
+# per core (2-core AMD EPYC: 512 KiB L2 each, 32 MiB L3 shared); for the 8 heads numpy processes
+# at once it is 4 MiB, well inside L3, from the first matmul through the exp to the second.
+# 256 query rows make each BLAS call big enough to run near the GEMM rate and still give two
+# workers 8 blocks to share at N=2048. Measured (one thread, N=2048 and 4096, interleaved; a
+# load average of 50-100 from other sessions): 128-512 rows x 256-1024 keys were within the
+# noise of each other, and the largest tiles (1024 x 1024, 512 x 2048) were the slowest, about
+# 1.2-2x. benchmarks/RESULTS_long_context.md has the numbers.
 BLOCK_Q = 256
 BLOCK_K = 512
 
@@ -121,8 +124,6 @@ def _flash(
     """
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     n_q, d_v = q.shape[-2], v.shape[-1]
-    ones = np.ones((*v.shape[:-1], 1), dtype=v.dtype)  # (..., N_k, 1)
-    v1 = np.concatenate([v, ones], axis=-1)  # (..., N_k, d_v + 1): p @ v1 = [p @ V | row sums of p]
     out = np.empty((*lead, n_q, d_v), dtype=q.dtype)  # (..., N_q, d_v)
     starts = list(range(0, n_q, block_q))
     n_workers = min(blas_threads() if threads is None else threads, len(starts))
@@ -131,7 +132,7 @@ def _flash(
         s_buf = np.empty((*lead, min(block_q, n_q), min(block_k, k.shape[-2])), dtype=q.dtype)  # one tile, reused
         for r0 in my_starts:
             r1 = min(r0 + block_q, n_q)
-            out[..., r0:r1, :] = _rows(q, k, v1, mask, scale, causal, r0, r1, block_k, s_buf)  # (..., rows, d_v)
+            out[..., r0:r1, :] = _rows(q, k, v, mask, scale, causal, r0, r1, block_k, s_buf)  # (..., rows, d_v)
 
     with threadpool_limits(1, user_api="blas"):
         if n_workers == 1:
@@ -142,17 +143,18 @@ def _flash(
     return out
 
 
-def _rows(q, k, v1, mask, scale: float, causal: bool, r0: int, r1: int, block_k: int, s_buf) -> np.ndarray:
+def _rows(q, k, v, mask, scale: float, causal: bool, r0: int, r1: int, block_k: int, s_buf) -> np.ndarray:
     """Attention output of query rows r0:r1 (..., rows, d_v): the online-softmax loop over key tiles.
 
-    ``v1`` is V with a column of ones, (..., N_k, d_v + 1); ``s_buf`` holds one tile of scores.
+    ``s_buf`` holds one tile of scores, (..., block_q, block_k).
     """
     n_q, n_k, rows = q.shape[-2], k.shape[-2], r1 - r0
     offset = n_k - n_q  # causal: query i sees keys j <= i + offset
     lead = s_buf.shape[:-2]
     q_blk = q[..., r0:r1, :] * q.dtype.type(scale)  # (..., rows, d_k)
     m = np.full((*lead, rows, 1), -np.inf, dtype=q.dtype)  # (..., rows, 1) running max
-    acc = np.zeros((*lead, rows, v1.shape[-1]), dtype=q.dtype)  # (..., rows, d_v + 1): [o | l]
+    row_sum = np.zeros((*lead, rows, 1), dtype=q.dtype)  # (..., rows, 1) running sum l
+    o = np.zeros((*lead, rows, v.shape[-1]), dtype=q.dtype)  # (..., rows, d_v) running weighted sum
     # causal: the block's last row sees keys up to r1 - 1 + offset; the tiles after it are skipped
     k_end = min(n_k, r1 + offset) if causal else n_k
     for c0 in range(0, max(k_end, 0), block_k):
@@ -167,10 +169,11 @@ def _rows(q, k, v1, mask, scale: float, causal: bool, r0: int, r1: int, block_k:
         s -= m_new  # (..., rows, cols), every entry <= 0
         p = np.exp(s, out=s)  # (..., rows, cols), in [0, 1]
         alpha = np.exp(m - m_new)  # (..., rows, 1), <= 1; 0 on a row's first allowed tile (m = -inf)
-        acc *= alpha  # (..., rows, d_v + 1): o and l rescaled to the new max
-        acc += p @ v1[..., c0:c1, :]  # (..., rows, cols) @ (..., cols, d_v + 1): o += p V, l += sum p
+        row_sum *= alpha  # (..., rows, 1): l rescaled to the new max ...
+        row_sum += p.sum(axis=-1, keepdims=True)  # ... plus this tile's terms
+        o *= alpha  # (..., rows, d_v): o rescaled to the new max ...
+        o += p @ v[..., c0:c1, :]  # ... plus (..., rows, cols) @ (..., cols, d_v)
         m = m_new
-    o, row_sum = acc[..., :-1], acc[..., -1:]  # (..., rows, d_v), (..., rows, 1): o and l
     # out = o / l; a row with no allowed key has l = 0 and o = 0 and gets zeros, not NaN
     return o * np.divide(1, row_sum, out=np.zeros_like(row_sum), where=row_sum > 0)  # (..., rows, d_v)
 

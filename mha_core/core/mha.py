@@ -24,7 +24,7 @@ from functools import cached_property
 import numpy as np
 
 from ._checks import check_finite, check_float_array, check_mask, check_memory, check_positive_int
-from .attention import SCORE_BLOCK_BYTES, _attend, scaled_dot_product_attention
+from .attention import _attend, scaled_dot_product_attention
 from .flash import _flash
 from .heads import head_columns, merge_heads, split_heads
 from .masks import causal_mask
@@ -34,10 +34,12 @@ from .trace import NO_TRACER
 WEIGHT_NAMES = ("W_Q", "W_K", "W_V", "W_O")
 BIAS_NAMES = ("b_Q", "b_K", "b_V", "b_O")
 # The fused layer switches from one-shot to tiled (online-softmax) attention when the score
-# tensor (B, h, N_q, N_k) would exceed this: the size of one block of the one-shot path, so
-# below it the one-shot path makes a single pass. Above it the tiled path is as fast or faster
-# (benchmarks/RESULTS.md, "Long context") and its memory grows as N instead of N^2.
-TILED_MIN_SCORE_BYTES = SCORE_BLOCK_BYTES
+# tensor (B, h, N_q, N_k) would exceed this: h=8, N > 362 in float32. Measured on the shared
+# 2-core machine, the tiled path was 2.6x faster than the one-shot path at N=512 and 2.9x at
+# N=256 (its BLAS calls run one thread per worker, which a busy machine punishes far less), and
+# its memory grows as N instead of N^2. Below it (N=100: 0.3 MiB) the one-shot path is kept:
+# one block, no thread-pool set-up, and the same work. benchmarks/RESULTS_long_context.md.
+TILED_MIN_SCORE_BYTES = 4 * 2**20
 WEIGHTS_HINT = (
     "; or leave return_weights out: without the weights the layer runs tiled (online-softmax) "
     "attention, whose memory grows as N, not N^2"
@@ -264,7 +266,7 @@ def multi_head_attention(
     return_weights : bool, default False
         Also return the attention weights, shape (B, h, N_q, N_k) (no B axis for 2-D ``x``).
         Without them (and without a tracer) a score tensor over ``TILED_MIN_SCORE_BYTES``
-        (16 MiB: h=8, N > 724 in float32) is never built: the attention runs tile by tile with
+        (4 MiB: h=8, N > 362 in float32) is never built: the attention runs tile by tile with
         an online softmax (``flash_attention``), the same numbers to float rounding, in memory
         that grows as N instead of N^2. Smaller calls run one-shot, which is faster there.
     head_mask : array of shape (h,), optional
