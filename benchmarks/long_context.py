@@ -11,9 +11,10 @@ d_model=512, float32, B=1, self-attention, no mask):
     torch SDPA       the same projections with F.scaled_dot_product_attention in between
     gemm             GEMM_CALLS square GEMMs: the machine's rate at that moment
 
-Peak memory is measured for each implementation in a fresh subprocess, as the growth of the
-process's maximum resident set during one call (the same yardstick for numpy and torch, whose
-allocations tracemalloc cannot see).
+Peak memory is measured for each implementation in a fresh subprocess (Linux), as the peak
+resident set during one call above the resident set just before it (``VmHWM`` after resetting
+it through ``/proc/self/clear_refs``): the same yardstick for numpy and torch, whose
+allocations tracemalloc cannot see.
 """
 
 from __future__ import annotations
@@ -150,24 +151,28 @@ def run(quick: bool, log=print) -> dict:
 # --- peak memory, one fresh process per measurement -------------------------------------------
 
 _MEMORY_SCRIPT = """
-import json, resource, sys
+import json, sys
 from benchmarks import long_context as lc
 impl, n = sys.argv[1], int(sys.argv[2])
 def call(x, params):
     if impl.startswith("torch"):
         return lc.torch_calls(x, params)[impl]()
     return lc.multi_head_attention(x, params, lc.H) if impl == "ours" else lc.one_shot(x, params)
+def status_kib(field):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
 call(*lc._inputs(256))  # warm at a small N: imports, thread pools and BLAS buffers are not the call's
 x, params = lc._inputs(n)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")  # reset the peak (VmHWM) to the current resident set
+before = status_kib("VmRSS")
 call(x, params)
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps((after - before) * 1024))
+print(json.dumps((status_kib("VmHWM") - before) * 1024))
 """
 
 
 def peak_rss_growth(impl: str, n: int) -> int:
-    """Bytes by which one call raised the maximum resident set of a fresh process."""
+    """Peak resident bytes one call added, in a fresh process (``_MEMORY_SCRIPT``)."""
     proc = subprocess.run([sys.executable, "-c", _MEMORY_SCRIPT, impl, str(n)], capture_output=True, text=True,
                           check=True, cwd=suites_root())
     return int(json.loads(proc.stdout.strip().splitlines()[-1]))

@@ -216,7 +216,8 @@ def _long_context(results: dict) -> list[str]:
             f"| {r['threads']} | {r['N']:,} | {r['path']} | {_ms(t['ours'])} | {one} | {_ms(t['torch MHA'])} "
             f"| {_ms(t['torch SDPA'])} | **{r['vs torch MHA']:.2f}x** | **{r['vs torch SDPA']:.2f}x** "
             f"| {r['gemm_fraction']['ours']:.0%} | {r['gemm_fraction']['torch MHA']:.0%} | {r['gemm_gflops']:.0f} |")
-    lines += ["", "Peak memory of one call (growth of a fresh process's maximum resident set):", "",
+    lines += ["", "Peak memory of one call (peak resident set during the call above the resident set before it, "
+              "each in a fresh process):", "",
               "| N | implementation | peak | score tensor (h, N, N) | peak / scores |", "|---|---|---|---|---|"]
     for r in lc["memory"]:
         lines.append(f"| {r['N']:,} | {r['impl']} | {r['peak_bytes'] / 2**20:,.0f} MiB "
