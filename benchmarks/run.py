@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-dashboard", action="store_true", help="do not run the dashboard browser tests")
     parser.add_argument("--only", nargs="+", metavar="SECTION",
                         help="run only these sections (core, single_thread, breakdown, memory, long_context, "
-                             "notebooks, dashboard); RESULTS.md then shows only them")
+                             "models, notebooks, dashboard); RESULTS.md then holds only long_context, "
+                             "if it ran, and the machine")
     parser.add_argument("--skip-models", action="store_true", help="do not time the real models")
     parser.add_argument("--out", default=str(suites.BENCH_DIR), help="folder for results.json and RESULTS.md")
     args = parser.parse_args(argv)
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(("dashboard", "dashboard slider-to-pixels latency", suites.dashboard))
     if args.only:
         sections = [s for s in sections if s[0] in args.only]
+        results["only"] = [s[0] for s in sections]
     for key, title, fn in sections:
         print(f"{title}:")
         meter = LoadMeter()

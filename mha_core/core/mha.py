@@ -164,7 +164,7 @@ def _validate(
 def uses_tiles(c: _Call, keep_weights: bool, traced: bool) -> bool:
     """Which attention the fused layer runs: tiled (online softmax, never the N_q x N_k scores)
     unless the weights are wanted, a tracer records the textbook steps, or the score tensor is
-    at most ``TILED_MIN_SCORE_BYTES`` (one block of the one-shot path)."""
+    at most ``TILED_MIN_SCORE_BYTES``."""
     if keep_weights or traced:
         return False
     lead, n_q, n_k = c.x.shape[:-2], c.x.shape[-2], c.x_kv.shape[-2]
@@ -268,7 +268,7 @@ def multi_head_attention(
         Without them (and without a tracer) a score tensor over ``TILED_MIN_SCORE_BYTES``
         (4 MiB: h=8, N > 362 in float32) is never built: the attention runs tile by tile with
         an online softmax (``flash_attention``), the same numbers to float rounding, in memory
-        that grows as N instead of N^2. Smaller calls run one-shot, which is faster there.
+        that grows as N instead of N^2. Smaller calls run one-shot (no thread pool to start).
     head_mask : array of shape (h,), optional
         Multiplies each head's output before ``W_O``; 0 removes (prunes) a head.
     max_bytes : int, optional
