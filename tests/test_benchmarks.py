@@ -5,6 +5,7 @@ No timing is asserted here (timings belong in benchmarks/RESULTS.md, not in unit
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -105,3 +106,17 @@ def test_markdown_renders_skipped_sizes_and_missing_sections():
     assert "Not measured: --skip-notebooks." in md
     assert "not measured (no browser)" in md
     assert "**1.20x**" in md
+
+
+def test_long_context_section_renders_every_row_and_the_only_report():
+    results = json.loads((Path(report.__file__).parent / "results_long_context.json").read_text())
+    lc = results["long_context"]
+    full = report.markdown({**results, "only": None})
+    only = report.markdown(results)
+    for md in (full, only):
+        for r in lc["rows"]:
+            assert f"**{r['vs torch MHA']:.2f}x**" in md
+        for r in lc["memory"]:
+            assert f"| {r['N']:,} | {r['impl']} | {r['peak_bytes'] / 2**20:,.0f} MiB" in md
+        assert f"block_q = {lc['block_q']}" in md and "What would close the gap" in md
+    assert only.startswith("# Benchmark results: long context") and "## Goals" not in only

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tracemalloc
+from functools import partial
 
 import numpy as np
 import pytest
@@ -32,7 +33,12 @@ def test_default_limit_is_2_gib():
     assert issubclass(MemoryBudgetError, ValueError)
 
 
-@pytest.mark.parametrize("fn", [multi_head_attention, multi_head_attention_per_head])
+# The fused layer holds the (h, N, N) scores only when it returns the weights (without them it
+# runs tiled attention, tests/test_flash.py); the per-head loop always holds them.
+HOLDS_SCORES = [partial(multi_head_attention, return_weights=True), multi_head_attention_per_head]
+
+
+@pytest.mark.parametrize("fn", HOLDS_SCORES)
 @pytest.mark.parametrize(("dtype", "params"), [(np.float32, P32), (np.float64, P64)])
 def test_guard_refuses_before_allocating(fn, dtype, params):
     n = 100_000  # scores (h=8, N, N): 8e10 entries, hundreds of GB
@@ -55,27 +61,28 @@ def test_guard_refuses_before_allocating(fn, dtype, params):
 def test_guard_counts_the_batch_and_heads():
     x = np.ones((3, 10, 64), np.float32)  # B=3, N=10: scores (3, 8, 10, 10) float32
     need = 3 * 8 * 10 * 10 * 4
-    multi_head_attention(x, P32, 8, max_bytes=need)  # exactly at the limit: allowed
+    multi_head_attention(x, P32, 8, max_bytes=need, return_weights=True)  # exactly at the limit: allowed
     with pytest.raises(MemoryBudgetError, match=f"would need {need:,} bytes"):
-        multi_head_attention(x, P32, 8, max_bytes=need - 1)
+        multi_head_attention(x, P32, 8, max_bytes=need - 1, return_weights=True)
 
 
 def test_guard_uses_n_k_for_cross_attention():
     x, x_kv = np.ones((4, 64)), np.ones((9, 64))
     need = 8 * 4 * 9 * 8  # (h, N_q, N_k) float64
-    multi_head_attention(x, P64, 8, x_kv=x_kv, max_bytes=need)
+    multi_head_attention(x, P64, 8, x_kv=x_kv, max_bytes=need, return_weights=True)
     with pytest.raises(MemoryBudgetError, match=rf"shape \(8, 4, 9\).*{need:,} bytes"):
-        multi_head_attention(x, P64, 8, x_kv=x_kv, max_bytes=need - 1)
+        multi_head_attention(x, P64, 8, x_kv=x_kv, max_bytes=need - 1, return_weights=True)
 
 
 def test_max_bytes_can_raise_the_limit():
     x = huge_input(20_000)  # (h, N, N) float32 = 12.8 GB, over the default
     with pytest.raises(MemoryBudgetError):
-        multi_head_attention(x, P32, 8)
+        multi_head_attention(x, P32, 8, return_weights=True)
     small = np.ones((40, 64), np.float32)
     with pytest.raises(MemoryBudgetError, match="would need 51,200 bytes"):
-        multi_head_attention(small, P32, 8, max_bytes=10_000)  # 8*40*40*4 = 51,200 > 10,000
-    assert multi_head_attention(small, P32, 8, max_bytes=60_000).shape == (40, 64)
+        multi_head_attention(small, P32, 8, max_bytes=10_000, return_weights=True)  # 8*40*40*4 = 51,200 > 10,000
+    assert multi_head_attention(small, P32, 8, max_bytes=60_000, return_weights=True)[0].shape == (40, 64)
+    assert multi_head_attention(small, P32, 8, max_bytes=10_000).shape == (40, 64)  # no weights: no N^2
 
 
 def test_sdpa_guard():
