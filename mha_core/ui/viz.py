@@ -166,6 +166,8 @@ class HeadGrid:
         Side of one head's tile.
     dpi : int, default 80
         Pixels per inch of the rendered PNG.
+    tile_titles : bool, default True
+        Write "head i" above each tile (off for a single head whose title names it).
 
     Examples
     --------
@@ -176,13 +178,14 @@ class HeadGrid:
     # Margins around the tiles, in inches: labels left and below, colorbar right, titles on top.
     LEFT, RIGHT, TOP, BOTTOM, GUTTER = 1.05, 1.15, 0.6, 0.95, 0.35
 
-    def __init__(self, panel_inches: float = 2.3, dpi: int = 80):
+    def __init__(self, panel_inches: float = 2.3, dpi: int = 80, tile_titles: bool = True):
         if isinstance(panel_inches, bool) or not isinstance(panel_inches, (int, float)) or not panel_inches > 0:
             raise ValueError(f"panel_inches must be a positive number, got {panel_inches!r}")
         if isinstance(dpi, bool) or not isinstance(dpi, int) or dpi <= 0:
             raise ValueError(f"dpi must be a positive int, got {dpi!r}")
         self.panel_inches = float(panel_inches)
         self.dpi = dpi
+        self.tile_titles = bool(tile_titles)
         self.norm = PowerNorm(gamma=WEIGHT_GAMMA, vmin=0.0, vmax=1.0)
         self.palette = _palette()  # (256, 3)
         self._stamps = _TextStamps(dpi)
@@ -213,7 +216,8 @@ class HeadGrid:
             r, c = divmod(i, cols)
             x, y = left + c * (s + gutter), top + r * (s + gutter)
             corners.append((x, y))
-            fig.text((x + s / 2) / width, 1 - (y - 4) / height, f"head {i}", ha="center", va="bottom", fontsize=8)
+            if self.tile_titles:
+                fig.text((x + s / 2) / width, 1 - (y - 4) / height, f"head {i}", ha="center", va="bottom", fontsize=8)
         grid_w, grid_h = cols * s + (cols - 1) * gutter, rows * s + (rows - 1) * gutter
         cax = fig.add_axes(((left + grid_w + 0.3 * dpi) / width, 1 - (top + grid_h) / height,
                             0.16 * dpi / width, grid_h / height))

@@ -1,0 +1,343 @@
+"""The dashboard's real-model panel: the heads of a pretrained transformer on the reader's sentence.
+
+    real_heads_panel()   model picker, sentence box, layer and head selectors -> every head of
+                         the layer as thumbnails, the chosen head enlarged; a one-click
+                         induction demo (random tokens repeated twice)
+
+The models come from ``mha_core.models.load`` (``make models`` fetches them); the panel takes
+any ``load`` with the same interface, so the tests pass a small fake one.
+
+What the page shows is never confusable with the random or toy weights of the other panels:
+the label above the maps names the model, the layer, the head, and whether the weights are
+quantised. Every token is HTML-escaped wherever it appears (the token list, the alt text) and
+``$`` is escaped for matplotlib's text renderer, so a sentence such as
+``<img src=x onerror=alert(1)>`` shows as text.
+
+Speed: one forward pass per (model, sentence), kept in a small cache; moving the layer or head
+only colour-maps the cached weights into ``HeadGrid``'s pre-drawn frames (a few ms).
+
+Images are ``<img alt=...>`` tags inside an ``ipywidgets.HTML`` (PNG as a data URI), not
+``ipywidgets.Image``: the latter has no alt text, and a screen reader needs one. The alt text
+says what the map is and where its weight goes.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections import OrderedDict
+from collections.abc import Callable
+
+import ipywidgets as widgets
+import numpy as np
+
+from ..models import patterns
+from .viz import HeadGrid
+from .widgets import GuardedDropdown, GuardedIntSlider, _Panel
+
+EXAMPLE = "The animal didn't cross the street because it was too tired."
+# Longer sentences make maps too dense to read and a SmolLM2 forward pass slow (~N^2 memory
+# per head, ~1 s at 40 tokens); the issue caps the panel at 128 tokens.
+MAX_TOKENS = 128
+# A sentence is tokenised before its token count is known; a forged message could send
+# megabytes. 8 characters per token is far above real text (~4-5 for English).
+MAX_CHARS = 8 * MAX_TOKENS
+# Forward passes kept per panel: SmolLM2 at 128 tokens is 30 x 9 x 128 x 128 float32 = 18 MB.
+FORWARD_CACHE = 4
+# Induction demo: this many random tokens, then the same again (Olsson et al. 2022 use a few
+# dozen); drawn from ids in this range, which are ordinary word pieces in both vocabularies.
+INDUCTION_PERIOD = 20
+INDUCTION_IDS = (1_000, 20_000)
+INDUCTION_SEED = 0
+# Sizes of the two pictures (inches at HeadGrid's 80 dpi): a thumbnail per head, and the big one.
+THUMB_INCHES = 1.25
+BIG_INCHES = 4.6
+
+
+# The picker's entries (before a model is loaded); the caption uses the loaded model's own facts.
+MODELS = {
+    "minilm": "all-MiniLM-L6-v2 (encoder, fp32)",
+    "smollm2": "SmolLM2-135M-Instruct (decoder, 4-bit)",
+}
+
+
+def weights_note(model) -> str:
+    """What the caption says about the weights: real, and quantised or not."""
+    if model.quantised:
+        return "real pretrained weights, 4-bit quantised"
+    return "real pretrained weights, not quantised (float32)"
+
+
+def _default_loader(name: str):
+    from ..models import load  # imported late: the panel module loads without the model cache
+
+    return load(name)
+
+
+def _img_tag(png: bytes, alt: str, css: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return (f"<img class='{css}' alt='{html.escape(alt, quote=True)}' src='data:image/png;base64,{data}' "
+            f"style='max-width:100%;height:auto'>")
+
+
+def _plot_label(token: str) -> str:
+    """A token as HeadGrid draws it: ``$`` escaped, so matplotlib never parses it as mathtext."""
+    return token.replace("$", r"\$")
+
+
+def _wrapping(model) -> tuple[list[int], list[int]]:
+    """The special ids ``model.encode`` puts before and after a text (e.g. [CLS] ... [SEP]).
+
+    Found from ``encode("the")``, a single token in both vocabularies: whatever surrounds it.
+    """
+    ids = [int(i) for i in model.encode("the")]
+    toks = [t.strip().removeprefix("Ġ").lower() for t in model.tokens(ids)]
+    if "the" not in toks:
+        return [], []
+    at = toks.index("the")
+    return ids[:at], ids[at + 1:]
+
+
+class ModelUnavailableError(RuntimeError):
+    """The model's cache is missing or broken; the message names the command that fetches it."""
+
+
+class RealHeadsPanel(_Panel):
+    """Model, sentence, layer, head -> thumbnails of the layer's heads and the chosen head enlarged."""
+
+    name = "real"
+
+    def __init__(self, model: str = "minilm", sentence: str = EXAMPLE, *, load: Callable | None = None):
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentence must be a str, got {type(sentence).__name__}")
+        super().__init__()
+        self._load = load or _default_loader
+        self._models: dict[str, object] = {}
+        self._forwards: OrderedDict[tuple, tuple[list[str], np.ndarray]] = OrderedDict()
+        self.thumbs = HeadGrid(panel_inches=THUMB_INCHES)
+        self.big = HeadGrid(panel_inches=BIG_INCHES, tile_titles=False)  # the title names the head
+        self.mode = "sentence"  # or "induction": the demo's random tokens instead of the sentence
+        self._induction: dict[tuple, tuple[np.ndarray, int]] = {}  # demo key -> (scores (layers, h), start)
+
+        self.model = self._control(GuardedDropdown, "model", value=model, description="model",
+                                   options=[(title, k) for k, title in MODELS.items()])
+        self.sentence = widgets.Text(value=sentence, description="sentence", placeholder="type a sentence",
+                                     continuous_update=False, layout=widgets.Layout(width="min(40em, 100%)"))
+        self.sentence.add_class("mha-real-sentence")
+        self.sentence.observe(self._sentence_changed, names="value")
+        self.run = widgets.Button(description="show heads", tooltip="run the model on the sentence")
+        self.run.add_class("mha-real-run")
+        self.run.on_click(lambda _b: self._to_sentence())
+        self.example = widgets.Button(description="example sentence", tooltip=EXAMPLE)
+        self.example.add_class("mha-real-example")
+        self.example.on_click(lambda _b: self._set_sentence(EXAMPLE))
+        self.layer = self._control(GuardedIntSlider, "layer", value=0, min=0, max=0, description="layer",
+                                   continuous_update=False)
+        self.head = self._control(GuardedIntSlider, "head", value=0, min=0, max=0, description="head",
+                                  continuous_update=False)
+        self.induction = widgets.Button(description="induction demo", icon="repeat",
+                                        tooltip=f"{INDUCTION_PERIOD} random tokens, then the same again, "
+                                                "on SmolLM2; jump to its strongest induction head")
+        self.induction.add_class("mha-real-induction")
+        self.induction.on_click(lambda _b: self.induction_demo())
+        self.label = widgets.HTML()
+        self.label.add_class("mha-real-label")
+        self.tokens_html = widgets.HTML()
+        self.tokens_html.add_class("mha-real-tokens")
+        self.thumbs_html = widgets.HTML()
+        self.thumbs_html.add_class("mha-real-thumbs")
+        self.big_html = widgets.HTML()
+        self.big_html.add_class("mha-real-big")
+        self.widget = widgets.VBox([
+            widgets.HBox([self.model, self.sentence, self.run, self.example],
+                         layout=widgets.Layout(flex_flow="row wrap")),
+            widgets.HBox([self.layer, self.head, self.induction], layout=widgets.Layout(flex_flow="row wrap")),
+            self.status, self.label, self.tokens_html,
+            widgets.HBox([self.big_html, self.thumbs_html], layout=widgets.Layout(flex_flow="row wrap")),
+        ])
+        self.widget.add_class("mha-real-panel")
+        self._layer_head = (-1, -1, None)  # what the thumbnails show: (layer, n_heads, forward key)
+        self.refresh()
+
+    def refresh(self, **overrides) -> bool:
+        """As ``_Panel.refresh``; a missing model shows only the message that names ``make models``."""
+        try:
+            self.get_model(overrides.get("model", self.model.value))
+        except (ModelUnavailableError, ValueError) as err:
+            self.show_error(str(err))
+            return False
+        return super().refresh(**overrides)
+
+    # -- inputs --------------------------------------------------------------------------------
+    def values(self) -> dict:
+        return {"model": self.model.value, "sentence": self.sentence.value, "layer": self.layer.value,
+                "head": self.head.value}
+
+    def _sentence_changed(self, _change) -> None:
+        self._to_sentence()
+
+    def _set_sentence(self, text: str) -> None:
+        self._syncing = True
+        try:
+            self.sentence.value = text
+        finally:
+            self._syncing = False
+        self._to_sentence()
+
+    def _to_sentence(self) -> None:
+        if not self._syncing:
+            self.mode = "sentence"
+            self.refresh()
+
+    def get_model(self, name: str):
+        """The loaded model ``name`` (loaded once per panel); a readable error if its cache is missing."""
+        if name not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {name!r}")
+        if name not in self._models:
+            try:
+                self._models[name] = self._load(name)
+            except Exception as err:  # a missing or corrupt cache: say which command fixes it
+                raise ModelUnavailableError(f"the model {MODELS[name]} is not available here ({err}). "
+                                   f"Run `make models` in the project folder to fetch it, "
+                                   f"then reload this page.") from err
+        return self._models[name]
+
+    def _check_sentence(self, sentence) -> str:
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentence must be text, got {type(sentence).__name__}")
+        if not sentence.strip():
+            raise ValueError("the sentence is empty: type a sentence (or press 'example sentence')")
+        if len(sentence) > MAX_CHARS:
+            raise ValueError(f"the sentence has {len(sentence):,} characters; the panel takes at most "
+                             f"{MAX_CHARS:,} (about {MAX_TOKENS} tokens)")
+        return sentence
+
+    def forward(self, model_name: str, sentence: str) -> tuple[list[str], np.ndarray]:
+        """Tokens and attention ``(layers, h, N, N)`` of ``sentence``, computed once per (model, sentence)."""
+        key = (model_name, "sentence", sentence)
+        if key not in self._forwards:
+            model = self.get_model(model_name)
+            ids = model.encode(self._check_sentence(sentence))
+            if len(ids) > MAX_TOKENS:
+                raise ValueError(f"the sentence is {len(ids):,} tokens long; the panel shows at most "
+                                 f"{MAX_TOKENS} tokens: shorten it")
+            self._remember(key, (model.tokens(ids), model.attention(ids)))
+        self._forwards.move_to_end(key)
+        return self._forwards[key]
+
+    def _remember(self, key, value) -> None:
+        if len(self._forwards) >= FORWARD_CACHE:
+            self._forwards.popitem(last=False)  # the least recently shown
+        self._forwards[key] = value
+
+    # -- the induction demo ----------------------------------------------------------------------
+    def induction_demo(self, model_name: str = "smollm2") -> tuple[int, int, float] | None:
+        """Random tokens repeated twice on ``model_name``; select its strongest induction head.
+
+        Returns ``(layer, head, score)``, or None if the demo could not run (the message is in the status).
+        """
+        try:
+            key = (model_name, "induction", INDUCTION_PERIOD)
+            model = self.get_model(model_name)
+            if key not in self._forwards:
+                before, after = _wrapping(model)
+                lo, hi = INDUCTION_IDS
+                ids = patterns.repeated_tokens(np.random.default_rng(INDUCTION_SEED), np.arange(lo, hi),
+                                               INDUCTION_PERIOD, prefix=before)
+                ids = np.concatenate([ids, np.asarray(after, dtype=np.int64)])
+                weights = model.attention(ids)  # (layers, h, N, N)
+                scores = patterns.induction_score(weights, INDUCTION_PERIOD, start=len(before))  # (layers, h)
+                self._remember(key, (model.tokens(ids), weights))
+                self._induction[key] = (scores, len(before))
+            scores, _ = self._induction[key]
+            best = patterns.top_heads(scores, 1)[0]
+        except Exception as err:  # never a traceback in the page
+            self.show_error(str(err))
+            return None
+        self._syncing = True
+        try:
+            self.model.value = model_name
+            self._set_limits(*scores.shape)
+            self.layer.value, self.head.value = best[0], best[1]
+        finally:
+            self._syncing = False
+        self.mode = "induction"
+        self.refresh()
+        return best
+
+    # -- drawing ---------------------------------------------------------------------------------
+    def _set_limits(self, n_layers: int, h: int) -> None:
+        """Layer and head sliders to the model's size, keeping the values where they still exist."""
+        was = self._syncing
+        self._syncing = True
+        try:
+            for slider, top in ((self.layer, n_layers - 1), (self.head, h - 1)):
+                if slider.max != top:
+                    slider.value = min(slider.value, top)
+                    slider.max = top
+        finally:
+            self._syncing = was
+
+    def _render(self, model, sentence, layer, head) -> None:
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+        if self.mode == "induction":
+            key = (model, "induction", INDUCTION_PERIOD)
+            if key not in self._forwards:  # the model changed since the demo: back to the sentence
+                self.mode = "sentence"
+        if self.mode == "induction":
+            labels, weights = self._forwards[key]
+            self._forwards.move_to_end(key)
+            scores, start = self._induction[key]
+            what = (f"induction demo: {INDUCTION_PERIOD} random tokens, then the same {INDUCTION_PERIOD} again; "
+                    f"this head's induction score {scores[layer, head]:.2f} "
+                    f"(mean weight on the token after the earlier occurrence)")
+        else:
+            labels, weights = self.forward(model, sentence)
+            what = f"your sentence, {len(labels)} tokens"
+        n_layers, h, n, _ = weights.shape
+        self._set_limits(n_layers, h)
+        for name, value, top in (("layer", layer, n_layers - 1), ("head", head, h - 1)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= top:
+                raise ValueError(f"{name} must be an int in [0, {top}] for this model, got {value!r}")
+        m = self.get_model(model)
+        n_kv = m.n_kv_heads
+        kv = f" (reads key/value head {head // (h // n_kv)} of {n_kv}: GQA)" if n_kv < h else ""
+        plot_labels = [_plot_label(t) for t in labels]
+        weights_said = weights_note(m)
+        short = f"{m.name}, {'4-bit quantised' if m.quantised else 'fp32'}"
+        fkey = (model, self.mode, sentence if self.mode == "sentence" else INDUCTION_PERIOD)
+        if self._layer_head != (layer, h, fkey):
+            png = self.thumbs.render(weights[layer], plot_labels,
+                                     title=_plot_label(f"{short}: layer {layer}, all {h} heads"))
+            alt = f"Thumbnails of the attention maps of all {h} heads of layer {layer} of {m.label}, {what}."
+            self.thumbs_html.value = _img_tag(png, alt, "mha-real-thumbs-image")
+            self._layer_head = (layer, h, fkey)
+        png = self.big.render(weights[layer, head][None], plot_labels,  # (1, N, N)
+                              title=_plot_label(f"{short}: layer {layer}, head {head}"))
+        alt = _alt(f"{m.label}, {weights_said}, layer {layer}, head {head}, {what}", labels, weights[layer, head])
+        self.big_html.value = _img_tag(png, alt, "mha-real-big-image")
+        self.label.value = (
+            f"<div class='mha-real-caption'><b>{html.escape(m.label)}</b>: <b>{html.escape(weights_said)}</b>"
+            f" &middot; <b>layer {layer}</b> of {n_layers} (counted from 0) &middot; <b>head {head}</b> of {h}{kv}"
+            f" &middot; {'causal' if m.causal else 'bidirectional'} &middot; {html.escape(what)}. "
+            f"Row = query token, column = key token; each row sums to 1.</div>")
+        self.tokens_html.value = ("<div class='mha-real-token-list' style='overflow-wrap:anywhere'>tokens: "
+                                  + " ".join(f"<code>{i}:{html.escape(t)}</code>" for i, t in enumerate(labels))
+                                  + "</div>")
+
+
+def _alt(what: str, labels: list[str], w: np.ndarray) -> str:
+    """Alt text of one head's map ``w`` (N, N): what it is, and the key that receives the most weight."""
+    received = w.mean(axis=0)  # (N,): mean weight each key receives
+    k = int(received.argmax())
+    prev = float(np.diagonal(w, -1).mean()) if len(labels) > 1 else 0.0
+    return (f"Attention map of {what}. The key with the most weight on average is token {k} '{labels[k]}' "
+            f"({received[k]:.2f} of each row); the weight on the previous token averages {prev:.2f}.")
+
+
+def real_heads_panel(**kwargs) -> RealHeadsPanel:
+    """The real-model panel (see ``RealHeadsPanel``); display the returned object."""
+    return RealHeadsPanel(**kwargs)
