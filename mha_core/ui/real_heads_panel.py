@@ -81,8 +81,9 @@ def _img_tag(png: bytes, alt: str, css: str) -> str:
 
 
 def _plot_label(token: str) -> str:
-    """A token as HeadGrid draws it: ``$`` escaped, so matplotlib never parses it as mathtext."""
-    return token.replace("$", r"\$")
+    """A token as HeadGrid draws it, on one line: ``$`` escaped (else matplotlib parses mathtext),
+    newlines and tabs shown as ``\\n`` and ``\\t``."""
+    return token.replace("$", r"\$").replace("\n", r"\n").replace("\t", r"\t")
 
 
 def _wrapping(model) -> tuple[list[int], list[int]]:
@@ -307,16 +308,16 @@ class RealHeadsPanel(_Panel):
         kv = f" (reads key/value head {head // (h // n_kv)} of {n_kv}: GQA)" if n_kv < h else ""
         plot_labels = [_plot_label(t) for t in labels]
         weights_said = weights_note(m)
-        short = f"{m.name}, {'4-bit quantised' if m.quantised else 'fp32'}"
+        short = f"{m.label.split(' (')[0]}, {'4-bit quantised' if m.quantised else 'fp32'}"
         fkey = (model, self.mode, sentence if self.mode == "sentence" else INDUCTION_PERIOD)
         if self._layer_head != (layer, h, fkey):
             png = self.thumbs.render(weights[layer], plot_labels,
-                                     title=_plot_label(f"{short}: layer {layer}, all {h} heads"))
+                                     title=(_plot_label(f"{short}: layer "), str(layer), f", all {h} heads"))
             alt = f"Thumbnails of the attention maps of all {h} heads of layer {layer} of {m.label}, {what}."
             self.thumbs_html.value = _img_tag(png, alt, "mha-real-thumbs-image")
             self._layer_head = (layer, h, fkey)
         png = self.big.render(weights[layer, head][None], plot_labels,  # (1, N, N)
-                              title=_plot_label(f"{short}: layer {layer}, head {head}"))
+                              title=(_plot_label(f"{short}: layer "), str(layer), ", head ", str(head)))
         alt = _alt(f"{m.label}, {weights_said}, layer {layer}, head {head}, {what}", labels, weights[layer, head])
         self.big_html.value = _img_tag(png, alt, "mha-real-big-image")
         self.label.value = (

@@ -248,7 +248,7 @@ class HeadGrid:
                 raise ValueError(f"head_counts must hold positive ints, got {h!r}")
             self._frame(int(h))
 
-    def update(self, weights: np.ndarray, labels: Sequence[str], *, title: str = "",
+    def update(self, weights: np.ndarray, labels: Sequence[str], *, title: str | Sequence[str] = "",
                query: int | None = None) -> np.ndarray:
         """Draw ``weights`` into the grid and return the pixels.
 
@@ -258,8 +258,11 @@ class HeadGrid:
             One attention map per head; row = query, column = key; values in [0, 1].
         labels : sequence of N str
             Token labels for both axes.
-        title : str
-            Figure title (say what the weights are: random or trained, causal or not).
+        title : str or sequence of str
+            Figure title (say what the weights are: random or trained, causal or not). A
+            sequence is drawn piece by piece, side by side, and each piece's pixels are kept:
+            a title that changes only in a number (``("layer ", "3")``) costs no new text
+            rendering once the pieces have been seen.
         query : int or None
             Query position ``0 <= query < N`` whose row is outlined in every head.
 
@@ -274,8 +277,9 @@ class HeadGrid:
                 raise TypeError(f"query must be an int or None, got {type(query).__name__} {query!r}")
             if not 0 <= query < n:
                 raise ValueError(f"query must be in [0, N-1] = [0, {n - 1}], got query={query}")
-        if not isinstance(title, str):
-            raise TypeError(f"title must be a str, got {type(title).__name__}")
+        pieces = [title] if isinstance(title, str) else title
+        if not isinstance(pieces, (list, tuple)) or not all(isinstance(p, str) for p in pieces):
+            raise TypeError(f"title must be a str or a sequence of str, got {type(title).__name__}")
         background, corners = self._frame(h)
         out = background.copy()  # (H, W) palette indices
         s = self.tile_px
@@ -303,10 +307,12 @@ class HeadGrid:
                 out[y1 - 1: y1 + 1, x: x + s] = c  # bottom edge
                 out[y0: y1, x: x + 2] = c  # left edge
                 out[y0: y1, x + s - 2: x + s] = c  # right edge
-        if title:
-            a = self._stamps.get(title, TITLE_PT)
-            _paste(out, a, (out.shape[1] - a.shape[1]) // 2, round(0.12 * self.dpi))
-        self.last = (weights, labels, title, query)
+        stamps = [self._stamps.get(p, TITLE_PT) for p in pieces if p]
+        x = (out.shape[1] - sum(a.shape[1] for a in stamps)) // 2
+        for a in stamps:  # one line: every stamp of one font size has the same height
+            _paste(out, a, x, round(0.12 * self.dpi))
+            x += a.shape[1]
+        self.last = (weights, labels, "".join(pieces), query)
         self.indices = out
         return self.palette[out]  # (H, W, 3)
 
@@ -320,7 +326,7 @@ class HeadGrid:
         image.save(buf, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
         return buf.getvalue()
 
-    def render(self, weights: np.ndarray, labels: Sequence[str], *, title: str = "",
+    def render(self, weights: np.ndarray, labels: Sequence[str], *, title: str | Sequence[str] = "",
                query: int | None = None) -> bytes:
         """``update(...)`` then ``png()``: the PNG bytes for an ``ipywidgets.Image``."""
         self.update(weights, labels, title=title, query=query)
