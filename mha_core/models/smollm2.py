@@ -47,7 +47,7 @@ def convert(files: dict[str, Path], out: Path) -> dict:
     from gguf import GGUFReader
     from gguf.quants import dequantize
 
-    from .fetch import ModelFetchError, write_arrays
+    from .cache import ModelFetchError, write_arrays
 
     path = files["SmolLM2-135M-Instruct.Q4_1.gguf"]
     try:

