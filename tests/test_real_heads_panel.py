@@ -122,6 +122,22 @@ def test_layer_and_head_switches_reuse_the_forward_pass(panel, load):
     assert model.forwards == forwards + 1
 
 
+def test_a_revisited_layer_or_head_is_not_drawn_again(panel, monkeypatch):
+    drawn = []
+    for grid in (panel.big, panel.thumbs):
+        render = grid.render
+        monkeypatch.setattr(grid, "render", lambda *a, _r=render, **k: drawn.append(1) or _r(*a, **k))
+    panel.head.value = 1
+    panel.layer.value = 1
+    assert len(drawn) == 3  # big (0, 1); thumbs and big of layer 1
+    first = panel.big_html.value
+    panel.layer.value = 0
+    panel.head.value = 0
+    panel.head.value = 1
+    panel.layer.value = 1
+    assert len(drawn) == 3 and panel.big_html.value == first
+
+
 def test_the_example_button_restores_the_example(panel):
     panel.sentence.value = "something else"
     panel.example.click()

@@ -44,6 +44,9 @@ MAX_TOKENS = 128
 MAX_CHARS = 8 * MAX_TOKENS
 # Forward passes kept per panel: SmolLM2 at 128 tokens is 30 x 9 x 128 x 128 float32 = 18 MB.
 FORWARD_CACHE = 4
+# Drawn pictures kept per panel (a PNG of 128 tokens is ~50-100 kB): flicking back and forth
+# between layers or heads redraws nothing.
+PICTURE_CACHE = 64
 # Induction demo: this many random tokens, then the same again (Olsson et al. 2022 use a few
 # dozen); drawn from ids in this range, which are ordinary word pieces in both vocabularies.
 INDUCTION_PERIOD = 20
@@ -159,7 +162,7 @@ class RealHeadsPanel(_Panel):
             widgets.HBox([self.big_html, self.thumbs_html], layout=widgets.Layout(flex_flow="row wrap")),
         ])
         self.widget.add_class("mha-real-panel")
-        self._layer_head = (-1, -1, None)  # what the thumbnails show: (layer, n_heads, forward key)
+        self._pictures: OrderedDict[tuple, str] = OrderedDict()  # drawn images, as <img> tags
         self.refresh()
 
     def refresh(self, **overrides) -> bool:
@@ -227,6 +230,15 @@ class RealHeadsPanel(_Panel):
             self._remember(key, (model.tokens(ids), model.attention(ids)))
         self._forwards.move_to_end(key)
         return self._forwards[key]
+
+    def _picture(self, key: tuple, draw: Callable[[], str]) -> str:
+        """The ``<img>`` tag for ``key``, drawn once (a revisited layer or head costs nothing)."""
+        if key not in self._pictures:
+            if len(self._pictures) >= PICTURE_CACHE:
+                self._pictures.popitem(last=False)
+            self._pictures[key] = draw()
+        self._pictures.move_to_end(key)
+        return self._pictures[key]
 
     def _remember(self, key, value) -> None:
         if len(self._forwards) >= FORWARD_CACHE:
@@ -310,16 +322,21 @@ class RealHeadsPanel(_Panel):
         weights_said = weights_note(m)
         short = f"{m.label.split(' (')[0]}, {'4-bit quantised' if m.quantised else 'fp32'}"
         fkey = (model, self.mode, sentence if self.mode == "sentence" else INDUCTION_PERIOD)
-        if self._layer_head != (layer, h, fkey):
+
+        def thumbs() -> str:
             png = self.thumbs.render(weights[layer], plot_labels,
                                      title=(_plot_label(f"{short}: layer "), str(layer), f", all {h} heads"))
             alt = f"Thumbnails of the attention maps of all {h} heads of layer {layer} of {m.label}, {what}."
-            self.thumbs_html.value = _img_tag(png, alt, "mha-real-thumbs-image")
-            self._layer_head = (layer, h, fkey)
-        png = self.big.render(weights[layer, head][None], plot_labels,  # (1, N, N)
-                              title=(_plot_label(f"{short}: layer "), str(layer), ", head ", str(head)))
-        alt = _alt(f"{m.label}, {weights_said}, layer {layer}, head {head}, {what}", labels, weights[layer, head])
-        self.big_html.value = _img_tag(png, alt, "mha-real-big-image")
+            return _img_tag(png, alt, "mha-real-thumbs-image")
+
+        def big() -> str:
+            png = self.big.render(weights[layer, head][None], plot_labels,  # (1, N, N)
+                                  title=(_plot_label(f"{short}: layer "), str(layer), ", head ", str(head)))
+            alt = _alt(f"{m.label}, {weights_said}, layer {layer}, head {head}, {what}", labels, weights[layer, head])
+            return _img_tag(png, alt, "mha-real-big-image")
+
+        self.thumbs_html.value = self._picture(("thumbs", fkey, layer), thumbs)  # unchanged: nothing sent
+        self.big_html.value = self._picture(("big", fkey, layer, head), big)
         self.label.value = (
             f"<div class='mha-real-caption'><b>{html.escape(m.label)}</b>: <b>{html.escape(weights_said)}</b>"
             f" &middot; <b>layer {layer}</b> of {n_layers} (counted from 0) &middot; <b>head {head}</b> of {h}{kv}"
