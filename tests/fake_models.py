@@ -36,6 +36,11 @@ class FakeModel:
     def encode(self, text: str) -> np.ndarray:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if not text.strip():
+            raise ValueError("the sentence is empty: type a few words")
+        if len(text.split()) + 1 > self.max_tokens:
+            raise ValueError(f"the sentence has {len(text.split()) + 1} tokens, over the cap of "
+                             f"{self.max_tokens}; shorten it")
         ids = [BOS]
         for word in text.split():
             if word not in self._words:

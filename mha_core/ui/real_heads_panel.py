@@ -33,15 +33,12 @@ import numpy as np
 
 from ..models import patterns
 from .viz import HeadGrid
-from .widgets import GuardedDropdown, GuardedIntSlider, _Panel
+from .widgets import GuardedDropdown, GuardedIntSlider, _Guarded, _Panel
 
 EXAMPLE = "The animal didn't cross the street because it was too tired."
 # Longer sentences make maps too dense to read and a SmolLM2 forward pass slow (~N^2 memory
 # per head, ~1 s at 40 tokens); the issue caps the panel at 128 tokens.
 MAX_TOKENS = 128
-# A sentence is tokenised before its token count is known; a forged message could send
-# megabytes. 8 characters per token is far above real text (~4-5 for English).
-MAX_CHARS = 8 * MAX_TOKENS
 # Forward passes kept per panel: SmolLM2 at 128 tokens is 30 x 9 x 128 x 128 float32 = 18 MB.
 FORWARD_CACHE = 4
 # Drawn pictures kept per panel (a PNG of 128 tokens is ~50-100 kB): flicking back and forth
@@ -102,6 +99,10 @@ def _wrapping(model) -> tuple[list[int], list[int]]:
     return ids[:at], ids[at + 1:]
 
 
+class GuardedText(_Guarded, widgets.Text):
+    """``Text`` that reports refused values (a forged number instead of text) in the panel."""
+
+
 class ModelUnavailableError(RuntimeError):
     """The model's cache is missing or broken; the message names the command that fetches it."""
 
@@ -127,8 +128,9 @@ class RealHeadsPanel(_Panel):
 
         self.model = self._control(GuardedDropdown, "model", value=model, description="model",
                                    options=[(title, k) for k, title in MODELS.items()])
-        self.sentence = widgets.Text(value=sentence, description="sentence", placeholder="type a sentence",
-                                     continuous_update=False, layout=widgets.Layout(width="min(40em, 100%)"))
+        self.sentence = GuardedText(value=sentence, description="sentence", placeholder="type a sentence",
+                                    continuous_update=False, layout=widgets.Layout(width="min(40em, 100%)"),
+                                    on_invalid=self._invalid)
         self.sentence.add_class("mha-real-sentence")
         self.sentence.observe(self._sentence_changed, names="value")
         self.run = widgets.Button(description="show heads", tooltip="run the model on the sentence")
@@ -208,22 +210,12 @@ class RealHeadsPanel(_Panel):
                                    f"then reload this page.") from err
         return self._models[name]
 
-    def _check_sentence(self, sentence) -> str:
-        if not isinstance(sentence, str):
-            raise TypeError(f"sentence must be text, got {type(sentence).__name__}")
-        if not sentence.strip():
-            raise ValueError("the sentence is empty: type a sentence (or press 'example sentence')")
-        if len(sentence) > MAX_CHARS:
-            raise ValueError(f"the sentence has {len(sentence):,} characters; the panel takes at most "
-                             f"{MAX_CHARS:,} (about {MAX_TOKENS} tokens)")
-        return sentence
-
     def forward(self, model_name: str, sentence: str) -> tuple[list[str], np.ndarray]:
         """Tokens and attention ``(layers, h, N, N)`` of ``sentence``, computed once per (model, sentence)."""
         key = (model_name, "sentence", sentence)
         if key not in self._forwards:
             model = self.get_model(model_name)
-            ids = model.encode(self._check_sentence(sentence))
+            ids = model.encode(sentence)  # refuses empty text and text over the model's cap
             if len(ids) > MAX_TOKENS:
                 raise ValueError(f"the sentence is {len(ids):,} tokens long; the panel shows at most "
                                  f"{MAX_TOKENS} tokens: shorten it")
