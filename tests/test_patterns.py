@@ -103,6 +103,32 @@ def test_punctuation_and_special_tokens_are_found_by_their_text():
     assert P.token_positions(toks, ["[CLS]", "[SEP]"]) == [0, 10]
 
 
+def test_bert_pattern_scores_find_each_planted_head():
+    toks = ["[CLS]", "the", "cat", ",", "sat", ".", "[SEP]"]
+    n = len(toks)
+    sink, sep, punct = np.zeros((n, n)), np.zeros((n, n)), np.zeros((n, n))
+    sink[:, 0] = 1.0
+    sep[:, 6] = 1.0
+    punct[:, [3, 5]] = 0.5
+    w = np.stack([shifted(n, -1), shifted(n, 1), sink, sep, punct])  # (5, N, N): one head per pattern
+    scores = P.bert_pattern_scores(w, toks)
+    assert tuple(scores) == P.BERT_PATTERNS
+    for k, name in enumerate(P.BERT_PATTERNS):
+        assert scores[name].shape == (5,)
+        assert np.argmax(scores[name]) == k and scores[name][k] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("toks", "words"), [
+    (["the", "cat", ".", "[SEP]"], "start with \\[CLS\\]"),
+    (["[CLS]", "cat", "sat", "[SEP]"], "punctuation"),
+    (["[CLS]", "cat", ".", "sat"], "\\[SEP\\]"),
+    (["[CLS]", ".", "[SEP]"], "N=4"),
+])
+def test_bert_pattern_scores_refuse_inputs_that_are_not_bert_like(toks, words):
+    with pytest.raises(ValueError, match=words):
+        P.bert_pattern_scores(np.full((4, 4), 0.25), toks)
+
+
 # -- induction -----------------------------------------------------------------------------------
 
 def induction_map(n: int, period: int, start: int) -> np.ndarray:

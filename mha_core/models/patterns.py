@@ -13,6 +13,7 @@ does exactly the pattern scores 1:
     induction_score        on a sequence repeated with period T, weight on key i-T+1: the token
                            that followed the current token last time (Olsson et al. 2022)
 
+``bert_pattern_scores`` computes the first four for a BERT input ([CLS] ... [SEP]) in one call.
 ``token_losses`` and ``repeat_losses`` turn a decoder's logits into the per-token loss that
 shows induction at work: on the second copy of a random sequence the loss falls. ``top_heads``
 ranks heads by a score, ``repeated_tokens`` builds the random repeated sequence, and
@@ -141,6 +142,43 @@ def _positions(positions, name: str, n: int) -> np.ndarray:
     if len(np.unique(out)) != len(out):
         raise ValueError(f"{name} must not repeat a position, got {positions!r:.80}")
     return out
+
+
+# The names of bert_pattern_scores' scores, in the order of Clark et al. (2019)'s figures.
+BERT_PATTERNS = ("previous token", "next token", "[CLS]", "[SEP]", "punctuation")
+
+
+def bert_pattern_scores(weights: np.ndarray, tokens: Sequence[str]) -> dict[str, np.ndarray]:
+    """The five patterns of Clark et al. (2019) for one BERT input: previous token, next token,
+    [CLS] (the first token), [SEP] and punctuation (other than [SEP]).
+
+    Parameters
+    ----------
+    weights : ndarray of shape (..., N, N)
+        Attention of one input, e.g. ``(layers, h, N, N)``.
+    tokens : sequence of N str
+        Its tokens: ``[CLS]`` first, at least one ``[SEP]``, at least one punctuation token.
+
+    Returns
+    -------
+    dict str -> ndarray of shape (...), keyed by ``BERT_PATTERNS``
+    """
+    weights = _check_two_tokens(weights)
+    tokens = _check_tokens(tokens)
+    if len(tokens) != weights.shape[-1]:
+        raise ValueError(f"tokens must have N={weights.shape[-1]} entries (one per row of weights), got {len(tokens)}")
+    if tokens[0] != "[CLS]":
+        raise ValueError(f"tokens must start with [CLS] (a BERT input), got {tokens[0]!r}")
+    sep, punct = token_positions(tokens, "[SEP]"), punctuation_positions(tokens)
+    if not sep or not punct:
+        raise ValueError(f"tokens must hold a [SEP] and a punctuation token, got {tokens!r:.120}")
+    return {
+        "previous token": previous_token_score(weights),
+        "next token": next_token_score(weights),
+        "[CLS]": key_score(weights, [0]),
+        "[SEP]": key_score(weights, sep),
+        "punctuation": key_score(weights, punct),
+    }
 
 
 def _check_period(period, start: int, n: int) -> tuple[int, int]:
