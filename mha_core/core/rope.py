@@ -29,6 +29,17 @@ from ._checks import check_float_array
 DEFAULT_ROPE_BASE = 10_000.0  # the RoFormer paper's base; Llama-style models store their own
 
 
+def check_rope(base, d_k) -> float:
+    """``base`` as a float if RoPE can use it with width ``d_k``: a number > 1 and an even d_k."""
+    if isinstance(d_k, bool) or not isinstance(d_k, (int, np.integer)) or d_k < 2 or d_k % 2:
+        raise ValueError(f"RoPE rotates pairs of dimensions: d_k must be a positive even int, got d_k={d_k!r}")
+    if isinstance(base, bool) or not isinstance(base, (int, float, np.integer, np.floating)):
+        raise TypeError(f"the RoPE base must be a number, got {type(base).__name__} {base!r}")
+    if not (np.isfinite(base) and base > 1):
+        raise ValueError(f"the RoPE base must be a finite number > 1, got {base}")
+    return float(base)
+
+
 def rope_angles(positions, d_k: int, base: float = DEFAULT_ROPE_BASE) -> np.ndarray:
     """The rotation angle of every pair at every position, in float64.
 
@@ -43,16 +54,11 @@ def rope_angles(positions, d_k: int, base: float = DEFAULT_ROPE_BASE) -> np.ndar
     -------
     angles : ndarray of shape (N, d_k // 2), ``positions[:, None] * theta[None, :]``
     """
-    if isinstance(d_k, bool) or not isinstance(d_k, (int, np.integer)) or d_k < 2 or d_k % 2:
-        raise ValueError(f"RoPE rotates pairs of dimensions: d_k must be a positive even int, got d_k={d_k!r}")
-    if isinstance(base, bool) or not isinstance(base, (int, float, np.integer, np.floating)):
-        raise TypeError(f"base must be a number, got {type(base).__name__} {base!r}")
-    if not (np.isfinite(base) and base > 1):
-        raise ValueError(f"base must be a finite number > 1, got base={base}")
+    base = check_rope(base, d_k)
     positions = np.asarray(positions)
     if positions.ndim != 1 or not np.issubdtype(positions.dtype, np.integer):
         raise ValueError(f"positions must be a 1-D int array, got dtype {positions.dtype} and shape {positions.shape}")
-    theta = float(base) ** (-np.arange(0, d_k, 2, dtype=np.float64) / d_k)  # (d_k/2,)
+    theta = base ** (-np.arange(0, d_k, 2, dtype=np.float64) / d_k)  # (d_k/2,)
     return positions.astype(np.float64)[:, None] * theta[None, :]  # (N, 1) * (1, d_k/2) -> (N, d_k/2)
 
 

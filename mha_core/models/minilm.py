@@ -95,20 +95,12 @@ class MiniLM(Model):
     """all-MiniLM-L6-v2 (BERT encoder, float32). Build it with ``mha_core.models.load("minilm")``."""
 
     name = "minilm"
+    label = "all-MiniLM-L6-v2 (BERT encoder, 22.7M parameters, float32 weights)"
     causal = False
     quantised = False
-
-    def __init__(self, tokenizer, arrays, config):
-        super().__init__(tokenizer, arrays, config)
-        self.n_layers = config["num_hidden_layers"]
-        self.n_heads = self.n_kv_heads = config["num_attention_heads"]
-        self.d_model = config["hidden_size"]
-        self.d_k = self.d_model // self.n_heads
-        self.vocab_size = config["vocab_size"]
-        self.eps = config["layer_norm_eps"]
-        self.label = "all-MiniLM-L6-v2 (BERT encoder, 22.7M parameters, float32 weights)"
-        self.layers = [{k[len(f"layer{i}."):]: v for k, v in arrays.items() if k.startswith(f"layer{i}.")}
-                       for i in range(self.n_layers)]
+    config_keys = {"n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
+                   "n_kv_heads": "num_attention_heads", "d_model": "hidden_size",
+                   "vocab_size": "vocab_size", "eps": "layer_norm_eps"}
 
     def _n_special(self) -> int:
         return 2  # [CLS] ... [SEP]

@@ -34,13 +34,16 @@ class Forward:
 class Model:
     """A pretrained transformer whose attention runs through ``mha_core.core``.
 
-    Subclasses set the attributes below and write ``forward``.
+    Subclasses set ``name``, ``label``, ``causal``, ``quantised`` and ``config_keys``, and write
+    ``forward``; the sizes come from the cached config.
 
     Attributes
     ----------
     name : str                 "minilm" or "smollm2"
     label : str                a human label for figures: model, size, quantisation
     n_layers, n_heads, n_kv_heads, d_model, d_k, vocab_size : int
+    eps : float                the norms' epsilon
+    layers : list of dict      each layer's weights (read-only views), e.g. layers[0]["W_Q"]
     causal : bool              True for a decoder (each token sees only the past)
     quantised : bool           True when the weights were stored at fewer than 16 bits
     max_tokens : int           the longest input accepted (special tokens included)
@@ -54,14 +57,24 @@ class Model:
     d_model: int
     d_k: int
     vocab_size: int
+    eps: float
     causal: bool
     quantised: bool
     max_tokens: int = MAX_TOKENS
+    # our name -> the key in the cached config (each release names its sizes its own way)
+    config_keys = {"n_layers": "n_layers", "n_heads": "n_heads", "n_kv_heads": "n_kv_heads",
+                   "d_model": "d_model", "vocab_size": "vocab_size", "eps": "eps"}
 
     def __init__(self, tokenizer, arrays: dict[str, np.ndarray], config: dict):
         self._tokenizer = tokenizer
         self.arrays = arrays  # read-only memory maps, shared with every other process
         self.config = config
+        for ours, theirs in self.config_keys.items():
+            setattr(self, ours, config[theirs])
+        self.d_k = self.d_model // self.n_heads
+        # layer i's arrays, named without their "layer{i}." prefix (views, nothing is copied)
+        self.layers = [{k.removeprefix(f"layer{i}."): v for k, v in arrays.items() if k.startswith(f"layer{i}.")}
+                       for i in range(self.n_layers)]
 
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.label}: {self.n_layers} layers x {self.n_heads} heads "

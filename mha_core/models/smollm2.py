@@ -128,23 +128,10 @@ class SmolLM2(Model):
     ``mha_core.models.load("smollm2")``."""
 
     name = "smollm2"
+    label = "SmolLM2-135M-Instruct (Llama decoder, GQA 9/3 heads, 4-bit quantised weights: Q4_1, embeddings Q8_0)"
     causal = True
     quantised = True
-
-    def __init__(self, tokenizer, arrays, config):
-        super().__init__(tokenizer, arrays, config)
-        self.n_layers = config["n_layers"]
-        self.n_heads = config["n_heads"]
-        self.n_kv_heads = config["n_kv_heads"]
-        self.d_model = config["d_model"]
-        self.d_k = self.d_model // self.n_heads
-        self.vocab_size = config["vocab_size"]
-        self.eps = config["eps"]
-        self.rope_base = config["rope_base"]
-        self.label = ("SmolLM2-135M-Instruct (Llama decoder, GQA 9/3 heads, "
-                      "4-bit quantised weights: Q4_1, embeddings Q8_0)")
-        self.layers = [{k[len(f"layer{i}."):]: v for k, v in arrays.items() if k.startswith(f"layer{i}.")}
-                       for i in range(self.n_layers)]
+    config_keys = {**Model.config_keys, "rope_base": "rope_base"}
 
     def _display(self, i: int) -> str:
         token = self._tokenizer.id_to_token(i)
