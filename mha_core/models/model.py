@@ -104,8 +104,9 @@ class Model:
         return ids
 
     def _n_special(self) -> int:
-        """How many special tokens ``encode`` adds around any text."""
-        return self._tokenizer.post_processor.num_special_tokens_to_add(False) if self._tokenizer.post_processor else 0
+        """How many special tokens ``encode`` adds around any text ([CLS] and [SEP]: 2)."""
+        post = self._tokenizer.post_processor
+        return post.num_special_tokens_to_add(False) if post is not None else 0
 
     def tokens(self, ids) -> list[str]:
         """One display string per id (WordPiece pieces keep their ``##``; byte-level BPE
