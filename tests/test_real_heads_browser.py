@@ -21,7 +21,7 @@ from mha_core.ui import real_heads_panel as R
 
 pytestmark = pytest.mark.browser
 
-LOAD_TIMEOUT_MS = 90_000  # a cold kernel runs the notebook and MiniLM once
+LOAD_TIMEOUT_MS = 180_000  # a cold kernel runs the whole notebook (MiniLM once) before the HTML comes
 UPDATE_TIMEOUT_MS = 30_000  # a first SmolLM2 forward pass on a busy 2-core machine
 XSS = "<img src=x onerror=alert(1)>"
 TIMINGS: dict[str, list[float]] = {}
@@ -67,7 +67,7 @@ def page(browser):
         pg.console_errors = []
         pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))
         pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
-        pg.goto(srv.url)
+        pg.goto(srv.url, timeout=LOAD_TIMEOUT_MS)
         pg.wait_for_selector("img.mha-real-big-image", timeout=LOAD_TIMEOUT_MS)
         pg.evaluate(PAINT_PROBE)
         yield pg
@@ -172,7 +172,7 @@ def test_a_missing_model_cache_names_make_models(browser, tmp_path, monkeypatch)
     monkeypatch.setenv("MHA_MODELS_DIR", str(tmp_path))  # an empty cache
     with voila_server() as srv:
         pg = browser.new_page()
-        pg.goto(srv.url)
+        pg.goto(srv.url, timeout=LOAD_TIMEOUT_MS)
         status = pg.locator(".mha-real-panel .mha-status")
         expect(status).to_contain_text("make models", timeout=LOAD_TIMEOUT_MS)
         assert "Traceback" not in pg.inner_text("body")
