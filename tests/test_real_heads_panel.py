@@ -8,6 +8,7 @@ finds the planted induction head.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from html.parser import HTMLParser
 
@@ -135,6 +136,22 @@ def test_a_revisited_layer_or_head_is_not_drawn_again(panel, monkeypatch):
     panel.head.value = 1
     panel.layer.value = 1
     assert len(drawn) == 3 and panel.big_html.value == first
+
+
+def test_neighbours_are_drawn_while_idle_in_an_event_loop(panel):
+    async def move_and_wait():
+        panel.head.value = 3
+        await asyncio.sleep(R.PREFETCH_DELAY_S + 2.0)
+
+    assert not any(k[0] == "big" and k[2:] == (0, 4) for k in panel._pictures)  # no event loop: no prefetch
+    asyncio.run(move_and_wait())
+    drawn = {k[2:] for k in panel._pictures if k[0] == "big"}
+    assert {(0, 2), (0, 3), (0, 4), (1, 3)} <= drawn
+    assert any(k[0] == "thumbs" and k[2] == 1 for k in panel._pictures)
+    assert not panel._prefetching and panel._todo == []
+    before = len(panel._pictures)
+    panel.head.value = 4  # prefetched: shown without drawing
+    assert len(panel._pictures) == before and "<b>head 4</b>" in panel.label.value
 
 
 def test_the_example_button_restores_the_example(panel):

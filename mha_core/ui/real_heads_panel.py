@@ -23,10 +23,14 @@ says what the map is and where its weight goes.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import html
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 
 import ipywidgets as widgets
 import numpy as np
@@ -44,6 +48,9 @@ FORWARD_CACHE = 4
 # Drawn pictures kept per panel (a PNG of 128 tokens is ~50-100 kB): flicking back and forth
 # between layers or heads redraws nothing.
 PICTURE_CACHE = 64
+# The neighbours of the view (head +-1, layer +-1) are drawn while the page is idle, starting this
+# long after a view is shown (a key press that follows sooner finds the kernel free).
+PREFETCH_DELAY_S = 0.03
 # Induction demo: this many random tokens, then the same again (Olsson et al. 2022 use a few
 # dozen); drawn from ids in this range, which are ordinary word pieces in both vocabularies.
 INDUCTION_PERIOD = 20
@@ -97,6 +104,22 @@ def _wrapping(model) -> tuple[list[int], list[int]]:
         return [], []
     at = toks.index("the")
     return ids[:at], ids[at + 1:]
+
+
+@dataclass(frozen=True)
+class _View:
+    """What the pictures of one forward pass are drawn from."""
+
+    model: object
+    labels: list[str]
+    plot_labels: list[str]
+    weights: np.ndarray  # (layers, h, N, N)
+    what: str  # the input, in words
+    of_head: Callable[[int, int], str]  # what to add about one head (its induction score)
+
+    @property
+    def short(self) -> str:
+        return f"{self.model.label.split(' (')[0]}, {'4-bit quantised' if self.model.quantised else 'fp32'}"
 
 
 class GuardedText(_Guarded, widgets.Text):
@@ -165,6 +188,8 @@ class RealHeadsPanel(_Panel):
         ])
         self.widget.add_class("mha-real-panel")
         self._pictures: OrderedDict[tuple, str] = OrderedDict()  # drawn images, as <img> tags
+        self._todo: list[tuple[tuple, Callable[[], str]]] = []  # pictures to draw while idle
+        self._prefetching = False
         self.refresh()
 
     def refresh(self, **overrides) -> bool:
@@ -223,13 +248,53 @@ class RealHeadsPanel(_Panel):
         self._forwards.move_to_end(key)
         return self._forwards[key]
 
-    def _picture(self, key: tuple, draw: Callable[[], str]) -> str:
+    def _thumbs(self, v: _View, layer: int) -> str:
+        """``<img>`` of every head of ``layer``, small."""
+        h = v.weights.shape[1]
+        png = self.thumbs.render(v.weights[layer], v.plot_labels,
+                                 title=(_plot_label(f"{v.short}: layer "), str(layer), f", all {h} heads"))
+        alt = f"Thumbnails of the attention maps of all {h} heads of layer {layer} of {v.model.label}, {v.what}."
+        return _img_tag(png, alt, "mha-real-thumbs-image")
+
+    def _big(self, v: _View, layer: int, head: int) -> str:
+        """``<img>`` of one head, large."""
+        png = self.big.render(v.weights[layer, head][None], v.plot_labels,  # (1, N, N)
+                              title=(_plot_label(f"{v.short}: layer "), str(layer), ", head ", str(head)))
+        alt = _alt(f"{v.model.label}, {weights_note(v.model)}, layer {layer}, head {head}, "
+                   f"{v.what}{v.of_head(layer, head)}", v.labels, v.weights[layer, head])
+        return _img_tag(png, alt, "mha-real-big-image")
+
+    def _prefetch(self, todo: list[tuple[tuple, Callable[[], str]]]) -> None:
+        """Draw ``todo``'s pictures (the neighbours of the view) while the page is idle, one per turn
+        of the kernel's event loop, so a key press waits for at most one drawing. The newest view's
+        list replaces an older one. Without a running event loop (tests, scripts) nothing happens."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._todo = [(k, d) for k, d in todo if k not in self._pictures]
+        if self._todo and not self._prefetching:
+            self._prefetching = True
+            loop.call_later(PREFETCH_DELAY_S, self._prefetch_one, loop)
+
+    def _prefetch_one(self, loop) -> None:
+        if self._todo:
+            key, draw = self._todo.pop(0)
+            with contextlib.suppress(Exception):  # a speculative picture; the real request reports errors
+                self._picture(key, draw, touch=False)
+        if self._todo:
+            loop.call_later(0, self._prefetch_one, loop)
+        else:
+            self._prefetching = False
+
+    def _picture(self, key: tuple, draw: Callable[[], str], touch: bool = True) -> str:
         """The ``<img>`` tag for ``key``, drawn once (a revisited layer or head costs nothing)."""
         if key not in self._pictures:
             if len(self._pictures) >= PICTURE_CACHE:
                 self._pictures.popitem(last=False)
             self._pictures[key] = draw()
-        self._pictures.move_to_end(key)
+        if touch:
+            self._pictures.move_to_end(key)
         return self._pictures[key]
 
     def _remember(self, key, value) -> None:
@@ -295,13 +360,18 @@ class RealHeadsPanel(_Panel):
         if self.mode == "induction":
             labels, weights = self._forwards[key]
             self._forwards.move_to_end(key)
-            scores, start = self._induction[key]
-            what = (f"induction demo: {INDUCTION_PERIOD} random tokens, then the same {INDUCTION_PERIOD} again; "
-                    f"this head's induction score {scores[layer, head]:.2f} "
-                    f"(mean weight on the token after the earlier occurrence)")
+            scores, _ = self._induction[key]
+            what = f"induction demo: {INDUCTION_PERIOD} random tokens, then the same {INDUCTION_PERIOD} again"
+
+            def of_head(ly: int, hd: int) -> str:
+                return (f"; this head's induction score {scores[ly, hd]:.2f} "
+                        f"(mean weight on the token after the earlier occurrence)")
         else:
             labels, weights = self.forward(model, sentence)
             what = f"your sentence, {len(labels)} tokens"
+
+            def of_head(ly: int, hd: int) -> str:
+                return ""
         n_layers, h, n, _ = weights.shape
         self._set_limits(n_layers, h)
         for name, value, top in (("layer", layer, n_layers - 1), ("head", head, h - 1)):
@@ -310,29 +380,20 @@ class RealHeadsPanel(_Panel):
         m = self.get_model(model)
         n_kv = m.n_kv_heads
         kv = f" (reads key/value head {head // (h // n_kv)} of {n_kv}: GQA)" if n_kv < h else ""
-        plot_labels = [_plot_label(t) for t in labels]
-        weights_said = weights_note(m)
-        short = f"{m.label.split(' (')[0]}, {'4-bit quantised' if m.quantised else 'fp32'}"
+        view = _View(m, labels, [_plot_label(t) for t in labels], weights, what, of_head)
         fkey = (model, self.mode, sentence if self.mode == "sentence" else INDUCTION_PERIOD)
-
-        def thumbs() -> str:
-            png = self.thumbs.render(weights[layer], plot_labels,
-                                     title=(_plot_label(f"{short}: layer "), str(layer), f", all {h} heads"))
-            alt = f"Thumbnails of the attention maps of all {h} heads of layer {layer} of {m.label}, {what}."
-            return _img_tag(png, alt, "mha-real-thumbs-image")
-
-        def big() -> str:
-            png = self.big.render(weights[layer, head][None], plot_labels,  # (1, N, N)
-                                  title=(_plot_label(f"{short}: layer "), str(layer), ", head ", str(head)))
-            alt = _alt(f"{m.label}, {weights_said}, layer {layer}, head {head}, {what}", labels, weights[layer, head])
-            return _img_tag(png, alt, "mha-real-big-image")
-
-        self.thumbs_html.value = self._picture(("thumbs", fkey, layer), thumbs)  # unchanged: nothing sent
-        self.big_html.value = self._picture(("big", fkey, layer, head), big)
+        self.thumbs_html.value = self._picture(("thumbs", fkey, layer), lambda: self._thumbs(view, layer))
+        self.big_html.value = self._picture(("big", fkey, layer, head), lambda: self._big(view, layer, head))
+        self._prefetch([(("big", fkey, ly, hd), partial(self._big, view, ly, hd))
+                        for ly, hd in ((layer, head + 1), (layer, head - 1), (layer + 1, head), (layer - 1, head))
+                        if 0 <= ly < n_layers and 0 <= hd < h]
+                       + [(("thumbs", fkey, ly), partial(self._thumbs, view, ly))
+                          for ly in (layer + 1, layer - 1) if 0 <= ly < n_layers])
+        weights_said = weights_note(m)
         self.label.value = (
             f"<div class='mha-real-caption'><b>{html.escape(m.label)}</b>: <b>{html.escape(weights_said)}</b>"
             f" &middot; <b>layer {layer}</b> of {n_layers} (counted from 0) &middot; <b>head {head}</b> of {h}{kv}"
-            f" &middot; {'causal' if m.causal else 'bidirectional'} &middot; {html.escape(what)}. "
+            f" &middot; {'causal' if m.causal else 'bidirectional'} &middot; {html.escape(what + of_head(layer, head))}. "
             f"Row = query token, column = key token; each row sums to 1.</div>")
         self.tokens_html.value = ("<div class='mha-real-token-list' style='overflow-wrap:anywhere'>tokens: "
                                   + " ".join(f"<code>{i}:{html.escape(t)}</code>" for i, t in enumerate(labels))
