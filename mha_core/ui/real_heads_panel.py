@@ -14,7 +14,9 @@ quantised. Every token is HTML-escaped wherever it appears (the token list, the 
 ``<img src=x onerror=alert(1)>`` shows as text.
 
 Speed: one forward pass per (model, sentence), kept in a small cache; moving the layer or head
-only colour-maps the cached weights into ``HeadGrid``'s pre-drawn frames (a few ms).
+only colour-maps the cached weights into ``HeadGrid``'s pre-drawn frames (tens of ms). Drawn
+pictures are kept, and while the kernel is idle the neighbouring heads and layers are drawn in
+advance, so the next step is often only a message to the page.
 
 Images are ``<img alt=...>`` tags inside an ``ipywidgets.HTML`` (PNG as a data URI), not
 ``ipywidgets.Image``: the latter has no alt text, and a screen reader needs one. The alt text
@@ -35,6 +37,7 @@ from functools import partial
 import ipywidgets as widgets
 import numpy as np
 
+from ..models import load as load_model
 from ..models import patterns
 from .viz import HeadGrid
 from .widgets import GuardedDropdown, GuardedIntSlider, _Guarded, _Panel
@@ -73,12 +76,6 @@ def weights_note(model) -> str:
     if model.quantised:
         return "real pretrained weights, 4-bit quantised"
     return "real pretrained weights, not quantised (float32)"
-
-
-def _default_loader(name: str):
-    from ..models import load  # imported late: the panel module loads without the model cache
-
-    return load(name)
 
 
 def _img_tag(png: bytes, alt: str, css: str) -> str:
@@ -141,7 +138,7 @@ class RealHeadsPanel(_Panel):
         if not isinstance(sentence, str):
             raise TypeError(f"sentence must be a str, got {type(sentence).__name__}")
         super().__init__()
-        self._load = load or _default_loader
+        self._load = load or load_model
         self._models: dict[str, object] = {}
         self._forwards: OrderedDict[tuple, tuple[list[str], np.ndarray]] = OrderedDict()
         self.thumbs = HeadGrid(panel_inches=THUMB_INCHES)
