@@ -72,7 +72,7 @@ def _how_to_run(reasons) -> list[str]:
     hints = []
     if missing:
         hints.append(f"missing {', '.join(missing)}: `make references` installs the test-only reference "
-                     "libraries into .venv, then run `make test` again")
+                     "libraries (REFERENCES in the Makefile) into .venv; then `make test` again")
     hints.append("`CI=true make test` (or MHA_STRICT=1) turns every skip into a failure")
     return hints
 
