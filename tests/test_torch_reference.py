@@ -5,8 +5,14 @@
 True = NOT allowed. ``F.scaled_dot_product_attention`` takes a bool mask with True = may attend
 (as ours) and shares K/V heads with ``enable_gqa=True``.
 
-Without torch this module is skipped; in CI (``CI=true``) ``tests/conftest.py`` turns that skip
-into a failure, so the comparison always runs there.
+Every causal case lets torch build its own triangle (``is_causal=True``, ``causal_lower_right``
+or ``generate_square_subsequent_mask``), never ours; value widths ``d_v`` differ from ``d_k``
+wherever torch allows it (``F.scaled_dot_product_attention``; ``nn.MultiheadAttention`` has one
+head width).
+
+Without torch (``make references`` installs it) this module is skipped, and ``make test`` ends
+with a counted NOT RUN list; in CI (``CI=true``) ``tests/conftest.py`` turns that skip into a
+failure, so the comparison always runs there.
 """
 
 from __future__ import annotations
