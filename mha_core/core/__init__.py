@@ -12,6 +12,7 @@ from .mha import (
     multi_head_attention,
     multi_head_attention_per_head,
 )
+from .rope import apply_rope, rope_angles
 from .softmax import softmax
 from .trace import Tracer, trace_config, trace_shapes
 
@@ -20,6 +21,7 @@ __all__ = [
     "MHAConfig",
     "MemoryBudgetError",
     "Tracer",
+    "apply_rope",
     "causal_mask",
     "count_macs",
     "count_params",
@@ -32,6 +34,7 @@ __all__ = [
     "multi_head_attention",
     "multi_head_attention_per_head",
     "padding_mask",
+    "rope_angles",
     "scaled_dot_product_attention",
     "softmax",
     "split_heads",
