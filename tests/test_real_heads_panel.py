@@ -211,6 +211,16 @@ def test_the_forward_cache_is_bounded(panel):
     for i in range(R.FORWARD_CACHE + 3):
         panel.sentence.value = f"sentence number {i}"
     assert len(panel._forwards) == R.FORWARD_CACHE
+    assert "<code>3:6</code>" in panel.tokens_html.value  # the newest sentence is shown
+
+
+def test_the_forward_cache_keeps_few_long_sentences(panel, monkeypatch):
+    monkeypatch.setattr(R, "FORWARD_CACHE_BYTES", 3 * 12 * 101 * 101 * 4)  # minilm fake: 2 layers x 12 heads
+    for i in range(3):
+        panel.sentence.value = " ".join([f"w{i}"] * 100)  # 101 tokens: 2 x 12 x 101 x 101 float32 each
+    sizes = [w.nbytes for _, w in panel._forwards.values()]
+    assert len(sizes) == 2 and sum(sizes) - sizes[-1] <= R.FORWARD_CACHE_BYTES
+    assert panel.status.value == "" and "w2" in panel.tokens_html.value
 
 
 def test_constructor_arguments_are_checked(load):

@@ -46,8 +46,11 @@ EXAMPLE = "The animal didn't cross the street because it was too tired."
 # Longer sentences make maps too dense to read and a SmolLM2 forward pass slow (~N^2 memory
 # per head, ~1 s at 40 tokens); the issue caps the panel at 128 tokens.
 MAX_TOKENS = 128
-# Forward passes kept per panel: SmolLM2 at 128 tokens is 30 x 9 x 128 x 128 float32 = 18 MB.
+# Forward passes kept per panel: at most this many, and at most this many bytes of attention
+# beyond the newest one. SmolLM2 at 128 tokens is 30 x 9 x 128 x 128 float32 = 18 MB; a sentence
+# of 15 tokens is 0.24 MB. Twenty dashboard sessions must not each hold ~100 MB of old maps.
 FORWARD_CACHE = 4
+FORWARD_CACHE_BYTES = 20 * 2**20
 # Drawn pictures kept per panel (a PNG of 128 tokens is ~50-100 kB): flicking back and forth
 # between layers or heads redraws nothing.
 PICTURE_CACHE = 64
@@ -294,10 +297,13 @@ class RealHeadsPanel(_Panel):
             self._pictures.move_to_end(key)
         return self._pictures[key]
 
-    def _remember(self, key, value) -> None:
-        if len(self._forwards) >= FORWARD_CACHE:
-            self._forwards.popitem(last=False)  # the least recently shown
+    def _remember(self, key, value: tuple[list[str], np.ndarray]) -> None:
+        """Keep a forward pass; drop the least recently shown ones beyond the count or byte limits."""
         self._forwards[key] = value
+        while len(self._forwards) > 1 and (
+                len(self._forwards) > FORWARD_CACHE
+                or sum(w.nbytes for _, w in self._forwards.values()) > FORWARD_CACHE_BYTES + value[1].nbytes):
+            self._forwards.popitem(last=False)
 
     # -- the induction demo ----------------------------------------------------------------------
     def induction_demo(self, model_name: str = "smollm2") -> tuple[int, int, float] | None:
