@@ -29,6 +29,7 @@ import asyncio
 import base64
 import contextlib
 import html
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -199,7 +200,11 @@ class RealHeadsPanel(_Panel):
         except (ModelUnavailableError, ValueError) as err:
             self.show_error(str(err))
             return False
-        return super().refresh(**overrides)
+        with warnings.catch_warnings():
+            # CJK or emoji tokens have no glyph in matplotlib's font: drawn as boxes in the picture
+            # (the token list shows them as text); the warning would land in the page.
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+            return super().refresh(**overrides)
 
     # -- inputs --------------------------------------------------------------------------------
     def values(self) -> dict:
@@ -280,7 +285,8 @@ class RealHeadsPanel(_Panel):
     def _prefetch_one(self, loop) -> None:
         if self._todo:
             key, draw = self._todo.pop(0)
-            with contextlib.suppress(Exception):  # a speculative picture; the real request reports errors
+            with contextlib.suppress(Exception), warnings.catch_warnings():  # speculative: errors show
+                warnings.filterwarnings("ignore", message="Glyph .* missing from font")  # when it is asked for
                 self._picture(key, draw, touch=False)
         if self._todo:
             loop.call_later(0, self._prefetch_one, loop)
