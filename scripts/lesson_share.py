@@ -21,7 +21,7 @@ A code line *checks machinery* (instead of teaching) when
 
 Every other code line teaches: imports, the computation, the figure, and a one-line ``assert``
 that states a claim of the lesson (a shape, a count, an equivalence). Solutions notebooks,
-``dashboard.ipynb`` and anything under ``_src/`` are not lessons and are not counted.
+``dashboard.ipynb`` are not lessons and are not counted.
 
 ``--rev`` reads the notebooks of a git revision instead of the working tree (for the "before").
 """
