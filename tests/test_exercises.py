@@ -65,6 +65,8 @@ def _attention_by_formula(q, k, v, mask=None):
 
 
 def _mha_reference(x, params, h):
+    if x.ndim == 3:  # (B, N, d_model): the capstone's batch case, one sequence at a time
+        return np.stack([reference_mha(xb, params, h) for xb in x])
     return reference_mha(x, params, h)  # float64, per-head slices, from tests/references.py
 
 
@@ -328,49 +330,29 @@ def test_an_attempt_is_attempted():
     assert ex.check_softmax(m.softmax).attempted
 
 
-# ---------------------------------------------------------------- hand-written solutions
-# Written here from the formulas, independently of mha_core, so a checker that agreed with a
-# wrong core would fail these.
+# ---------------------------------------------------------------- the capstone
 
 
-def _softmax_by_hand(x):
-    z = x - x.max(axis=-1, keepdims=True)  # (..., N_k), exp(z) <= 1
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
+def _mha_with(attention):
+    """A right layer (per-head slices, concat, W_O) around the given ``attention(q, k, v) -> out``."""
+
+    def mha(x, params, n_heads):
+        d_k = x.shape[-1] // n_heads
+        heads = []
+        for i in range(n_heads):  # head i owns columns i*d_k:(i+1)*d_k
+            cols = slice(i * d_k, (i + 1) * d_k)
+            heads.append(attention(*(x @ params[w][:, cols] for w in ("W_Q", "W_K", "W_V"))))
+        return np.concatenate(heads, axis=-1) @ params["W_O"]  # (..., N, d_model)
+
+    return mha
 
 
-def _attention_by_hand(q, k, v, mask=None):
-    scores = np.einsum("...qd,...kd->...qk", q, k) / np.sqrt(q.shape[-1])  # (..., N_q, N_k)
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
-    return _softmax_by_hand(scores) @ v  # (..., N_q, d_v)
+def _attention_out(q, k, v):
+    return _attention_by_formula(q, k, v)[0]
 
 
-def _mha_by_hand(x, params, n_heads):
-    d_k = x.shape[-1] // n_heads
-    outs = []
-    for i in range(n_heads):  # one head at a time, columns i*d_k:(i+1)*d_k
-        cols = slice(i * d_k, (i + 1) * d_k)
-        q, k, v = (x @ params[w][:, cols] for w in ("W_Q", "W_K", "W_V"))  # (..., N, d_k)
-        outs.append(_attention_by_hand(q, k, v))
-    return np.concatenate(outs, axis=-1) @ params["W_O"]  # (..., N, d_model)
-
-
-@pytest.mark.parametrize(
-    "checker, solution",
-    [
-        (ex.check_softmax, _softmax_by_hand),
-        (ex.check_attention, _attention_by_hand),
-        (ex.check_multi_head_attention, _mha_by_hand),
-        (ex.check_causal_mask, lambda n: np.arange(n)[None, :] <= np.arange(n)[:, None]),
-        (ex.check_split_heads, _split_einsum),
-        (ex.check_merge_heads, _merge_concat),
-        (ex.check_scale, lambda d_model, h: 1 / np.sqrt(d_model / h)),
-    ],
-)
-def test_hand_written_solutions_pass(checker, solution):
-    fb = checker(solution)
-    assert fb.ok and fb.attempted, fb.message
+def test_capstone_from_hand_written_pieces_passes():
+    assert ex.check_multi_head_attention(_mha_with(_attention_out)).ok
 
 
 def test_the_softmax_pitfall_is_the_overflow():
@@ -382,7 +364,7 @@ def test_capstone_handles_the_batch_axis():
     def mha_2d_only(x, params, n_heads):
         if x.ndim != 2:
             raise ValueError("only (N, d_model)")
-        return _mha_by_hand(x, params, n_heads)
+        return _mha_reference(x, params, n_heads)
 
     fb = ex.check_multi_head_attention(mha_2d_only)
     assert not fb.ok and "(B, N, d_model)" in fb.message
@@ -391,23 +373,14 @@ def test_capstone_handles_the_batch_axis():
 @pytest.mark.parametrize(
     "name, wrong_layer",
     [
-        ("scale_sqrt_d_model", lambda a: lambda q, k, v: a(q * np.sqrt(q.shape[-1] / 12), k, v)),
-        ("scale_missing", lambda a: lambda q, k, v: a(q * np.sqrt(q.shape[-1]), k, v)),
+        # q rescaled so that the right attention divides by sqrt(d_model) = sqrt(12), or by 1
+        ("scale_sqrt_d_model", lambda q, k, v: _attention_out(q * np.sqrt(q.shape[-1] / 12), k, v)),
+        ("scale_missing", lambda q, k, v: _attention_out(q * np.sqrt(q.shape[-1]), k, v)),
     ],
 )
 def test_capstone_names_layer_level_scale_mistakes(name, wrong_layer):
     # the student's layer calls a wrongly scaled attention inside an otherwise right layer
-    attention = wrong_layer(_attention_by_hand)
-
-    def mha(x, params, n_heads):
-        d_k = x.shape[-1] // n_heads
-        heads = []
-        for i in range(n_heads):
-            cols = slice(i * d_k, (i + 1) * d_k)
-            heads.append(attention(*(x @ params[w][:, cols] for w in ("W_Q", "W_K", "W_V"))))
-        return np.concatenate(heads, axis=-1) @ params["W_O"]
-
-    assert ex.check_multi_head_attention(mha).pitfall == name
+    assert ex.check_multi_head_attention(_mha_with(wrong_layer)).pitfall == name
 
 
 def test_capstone_names_the_missing_transpose():
