@@ -12,7 +12,8 @@ A code line *checks machinery* (instead of teaching) when
    the checkers are tested in ``tests/test_exercises.py``, not in the lesson;
 3. it asserts the wording of a message (``assert "does not divide" in message``): that checks a
    validator, not a claim about attention;
-4. it validates arguments (``isinstance(``, ``raise ...Error``, a message saying what "must be"):
+4. it validates arguments (``isinstance(``, ``raise ...Error`` but not an exercise stub's
+   ``raise NotImplementedError``, a message saying what "must be"):
    validation belongs in ``mha_core`` and its tests, not in the lesson;
 5. its cell probes the machinery: the cell drives a widget from code (``.value = ...`` on a
    widget, ``.refresh(``, ``.status.value``), scrapes HTML (``html.unescape``, ``re.sub(``),
@@ -40,7 +41,7 @@ LESSON = re.compile(r"^notebooks/\d\d_[^/]+\.ipynb$")
 NBVAL_MARKER = re.compile(r"^\s*#\s*NBVAL_")
 VERDICT_ASSERT = re.compile(r"^\s*assert\b.*\.(ok|pitfall|attempted)\b")
 MESSAGE_ASSERT = re.compile(r"""^\s*assert\b.*["'][^"']*["']\s+(not\s+)?in\s+\w""")
-VALIDATION = re.compile(r"isinstance\(|raise \w*Error|must be")
+VALIDATION = re.compile(r"isinstance\(|raise (?!NotImplementedError)\w*Error|must be")
 PROBE_CELL = re.compile(
     r"html\.unescape|re\.sub\(|\.refresh\(|\.status\.value|frames_built|pytest\.raises"
     r"|except\s+\(?\w*Error|_slider\.value\s*=|\bprobe\.\w+(\.value)?\s*="
