@@ -127,7 +127,8 @@ def prefill(x: np.ndarray, params: dict, n_heads: int, cache: KVCache, *,
     -------
     the same ``cache``, now with ``length == N``.
     """
-    c = _validate(x, params, n_heads, None, None, False, n_kv_heads, None, None)
+    x = check_float_array(x, "x", ndims=(2, 3))
+    c = _validate(x[..., :1, :], params, n_heads, None, None, False, n_kv_heads, None, None)  # no scores here
     n = x.shape[-2]
     cache = _check_cache(cache, c, x.shape[:-2], n)
     if cache.length:
@@ -185,7 +186,8 @@ def decode(x: np.ndarray, params: dict, n_heads: int, *, n_kv_heads: int | None 
     ndarray of the shape of ``x``; equals ``multi_head_attention(x, ..., causal=True)`` up to
     float rounding.
     """
-    c = _validate(x, params, n_heads, None, None, False, n_kv_heads, None, None)
+    x = check_float_array(x, "x", ndims=(2, 3))
+    c = _validate(x[..., :1, :], params, n_heads, None, None, False, n_kv_heads, None, None)  # no (N, N) scores
     n = x.shape[-2]
     cache = init_kv_cache(params, c.h, n, n_kv_heads=c.n_kv, batch=x.shape[0] if x.ndim == 3 else None)
     steps = [decode_step(x[..., t, :], params, c.h, cache, n_kv_heads=c.n_kv) for t in range(n)]  # N x (..., d_model)
