@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from references import reference_mha
 
 import mha_core as m
 from mha_core.teaching import exercises as ex
@@ -34,33 +35,52 @@ def test_every_pitfall_has_a_checker():
 # ---------------------------------------------------------------- right answers pass
 
 
-def _split_einsum(x, h):
+# Right answers written here, independently of mha_core: the checkers compare with mha_core, so
+# feeding them mha_core's own functions would only show that a function equals itself.
+
+
+def _split_moveaxis(x, h):
     *lead, n, width = x.shape
-    return np.moveaxis(x.reshape(*lead, n, h, width // h), -2, -3)
+    return np.moveaxis(x.reshape(*lead, n, h, width // h), -2, -3)  # (..., h, N, d_k)
 
 
 def _merge_concat(x):
-    return np.concatenate([x[..., i, :, :] for i in range(x.shape[-3])], axis=-1)
+    return np.concatenate([x[..., i, :, :] for i in range(x.shape[-3])], axis=-1)  # (..., N, h*d_v)
 
 
-def _attention_weights_only(q, k, v, mask=None):
-    return m.scaled_dot_product_attention(q, k, v, mask)[0]
+def _causal_by_loops(n):
+    return np.array([[j <= i for j in range(n)] for i in range(n)], dtype=bool).reshape(n, n)
+
+
+def _softmax_by_formula(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _attention_by_formula(q, k, v, mask=None):
+    scores = np.einsum("...qd,...kd->...qk", q, k) / np.sqrt(q.shape[-1])  # (..., N_q, N_k)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    return _softmax_by_formula(scores) @ v, None  # (out, weights): the checker reads out
+
+
+def _mha_reference(x, params, h):
+    if x.ndim == 3:  # (B, N, d_model): the capstone's batch case, one sequence at a time
+        return np.stack([reference_mha(xb, params, h) for xb in x])
+    return reference_mha(x, params, h)  # float64, per-head slices, from tests/references.py
 
 
 @pytest.mark.parametrize(
     "checker, fn",
     [
-        (ex.check_split_heads, m.split_heads),
-        (ex.check_split_heads, _split_einsum),
-        (ex.check_merge_heads, m.merge_heads),
+        (ex.check_split_heads, _split_moveaxis),
         (ex.check_merge_heads, _merge_concat),
-        (ex.check_causal_mask, m.causal_mask),
+        (ex.check_causal_mask, _causal_by_loops),
         (ex.check_causal_mask, lambda n: np.tril(np.ones((n, n), dtype=bool))),
-        (ex.check_softmax, m.softmax),
-        (ex.check_attention, m.scaled_dot_product_attention),
-        (ex.check_attention, _attention_weights_only),
-        (ex.check_multi_head_attention, m.multi_head_attention),
-        (ex.check_multi_head_attention, m.multi_head_attention_per_head),
+        (ex.check_softmax, _softmax_by_formula),
+        (ex.check_attention, _attention_by_formula),
+        (ex.check_attention, lambda q, k, v, mask=None: _attention_by_formula(q, k, v, mask)[0]),
+        (ex.check_multi_head_attention, _mha_reference),
         (ex.check_scale, lambda d_model, h: (d_model // h) ** -0.5),
     ],
 )
@@ -310,49 +330,29 @@ def test_an_attempt_is_attempted():
     assert ex.check_softmax(m.softmax).attempted
 
 
-# ---------------------------------------------------------------- hand-written solutions
-# Written here from the formulas, independently of mha_core, so a checker that agreed with a
-# wrong core would fail these.
+# ---------------------------------------------------------------- the capstone
 
 
-def _softmax_by_hand(x):
-    z = x - x.max(axis=-1, keepdims=True)  # (..., N_k), exp(z) <= 1
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
+def _mha_with(attention):
+    """A right layer (per-head slices, concat, W_O) around the given ``attention(q, k, v) -> out``."""
+
+    def mha(x, params, n_heads):
+        d_k = x.shape[-1] // n_heads
+        heads = []
+        for i in range(n_heads):  # head i owns columns i*d_k:(i+1)*d_k
+            cols = slice(i * d_k, (i + 1) * d_k)
+            heads.append(attention(*(x @ params[w][:, cols] for w in ("W_Q", "W_K", "W_V"))))
+        return np.concatenate(heads, axis=-1) @ params["W_O"]  # (..., N, d_model)
+
+    return mha
 
 
-def _attention_by_hand(q, k, v, mask=None):
-    scores = np.einsum("...qd,...kd->...qk", q, k) / np.sqrt(q.shape[-1])  # (..., N_q, N_k)
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
-    return _softmax_by_hand(scores) @ v  # (..., N_q, d_v)
+def _attention_out(q, k, v):
+    return _attention_by_formula(q, k, v)[0]
 
 
-def _mha_by_hand(x, params, n_heads):
-    d_k = x.shape[-1] // n_heads
-    outs = []
-    for i in range(n_heads):  # one head at a time, columns i*d_k:(i+1)*d_k
-        cols = slice(i * d_k, (i + 1) * d_k)
-        q, k, v = (x @ params[w][:, cols] for w in ("W_Q", "W_K", "W_V"))  # (..., N, d_k)
-        outs.append(_attention_by_hand(q, k, v))
-    return np.concatenate(outs, axis=-1) @ params["W_O"]  # (..., N, d_model)
-
-
-@pytest.mark.parametrize(
-    "checker, solution",
-    [
-        (ex.check_softmax, _softmax_by_hand),
-        (ex.check_attention, _attention_by_hand),
-        (ex.check_multi_head_attention, _mha_by_hand),
-        (ex.check_causal_mask, lambda n: np.arange(n)[None, :] <= np.arange(n)[:, None]),
-        (ex.check_split_heads, _split_einsum),
-        (ex.check_merge_heads, _merge_concat),
-        (ex.check_scale, lambda d_model, h: 1 / np.sqrt(d_model / h)),
-    ],
-)
-def test_hand_written_solutions_pass(checker, solution):
-    fb = checker(solution)
-    assert fb.ok and fb.attempted, fb.message
+def test_capstone_from_hand_written_pieces_passes():
+    assert ex.check_multi_head_attention(_mha_with(_attention_out)).ok
 
 
 def test_the_softmax_pitfall_is_the_overflow():
@@ -364,7 +364,7 @@ def test_capstone_handles_the_batch_axis():
     def mha_2d_only(x, params, n_heads):
         if x.ndim != 2:
             raise ValueError("only (N, d_model)")
-        return _mha_by_hand(x, params, n_heads)
+        return _mha_reference(x, params, n_heads)
 
     fb = ex.check_multi_head_attention(mha_2d_only)
     assert not fb.ok and "(B, N, d_model)" in fb.message
@@ -373,23 +373,14 @@ def test_capstone_handles_the_batch_axis():
 @pytest.mark.parametrize(
     "name, wrong_layer",
     [
-        ("scale_sqrt_d_model", lambda a: lambda q, k, v: a(q * np.sqrt(q.shape[-1] / 12), k, v)),
-        ("scale_missing", lambda a: lambda q, k, v: a(q * np.sqrt(q.shape[-1]), k, v)),
+        # q rescaled so that the right attention divides by sqrt(d_model) = sqrt(12), or by 1
+        ("scale_sqrt_d_model", lambda q, k, v: _attention_out(q * np.sqrt(q.shape[-1] / 12), k, v)),
+        ("scale_missing", lambda q, k, v: _attention_out(q * np.sqrt(q.shape[-1]), k, v)),
     ],
 )
 def test_capstone_names_layer_level_scale_mistakes(name, wrong_layer):
     # the student's layer calls a wrongly scaled attention inside an otherwise right layer
-    attention = wrong_layer(_attention_by_hand)
-
-    def mha(x, params, n_heads):
-        d_k = x.shape[-1] // n_heads
-        heads = []
-        for i in range(n_heads):
-            cols = slice(i * d_k, (i + 1) * d_k)
-            heads.append(attention(*(x @ params[w][:, cols] for w in ("W_Q", "W_K", "W_V"))))
-        return np.concatenate(heads, axis=-1) @ params["W_O"]
-
-    assert ex.check_multi_head_attention(mha).pitfall == name
+    assert ex.check_multi_head_attention(_mha_with(wrong_layer)).pitfall == name
 
 
 def test_capstone_names_the_missing_transpose():
