@@ -12,6 +12,7 @@ none of the other subpackages.
         attention  scaled_dot_product_attention   one head (or many, batched)
         mha        multi_head_attention, multi_head_attention_per_head, head_outputs, head_contributions
         counts     count_params, count_macs, kv_cache_bytes
+        decode     init_kv_cache, prefill, decode_step, decode   one token at a time with a KV cache
         trace      Tracer, trace_shapes, trace_config
         backward   *_forward -> cache, *_backward   hand-written gradients of attention and MHA
     teaching/   aids for the notebooks
@@ -23,7 +24,7 @@ none of the other subpackages.
         trainer    train, accuracy, head_ablation  a tiny NumPy model trained with Adam
         pretrained load, attention_maps            shipped trained weights (weights/)
     ui/         the dashboard's figures and panels
-        viz        HeadGrid, ledger_html, draw_shape_boxes
+        viz        HeadGrid, ledger_html, draw_shape_boxes, show_figure (alt text)
         widgets    shape_explorer, head_explorer, cost_panel, kv_cache_panel
 
 Conventions: ``Q = X @ W_Q`` with ``W_Q`` of shape ``(d_model, h*d_k)``; inputs ``(N, d_model)``

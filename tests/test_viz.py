@@ -317,3 +317,18 @@ def test_head_grid_text_renders_at_10_pt_or_more(dpi):
     assert label.shape[0] >= reference.shape[0] - 1  # within a pixel of rounding
     grid.render(_weights(8, 20), _labels(20), title="t", query=2)
     assert grid.frames_built == 1
+
+
+def test_mathtext_superscripts_count_at_their_drawn_size():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.loglog([1, 1000], [1, 1e6])
+    sizes = dict(viz.rendered_font_sizes(fig))
+    assert min(sizes.values()) == pytest.approx(10 * viz.MATHTEXT_SCRIPT)  # the 10^k tick labels
+    viz.plain_log_ticks(ax)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert "1000" in labels and "1e6" in labels
+    assert viz.rendered_font_sizes(fig)[0][1] == pytest.approx(10.0)
+    plt.close(fig)

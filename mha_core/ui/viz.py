@@ -41,6 +41,7 @@ from matplotlib.colors import PowerNorm, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
+from matplotlib.ticker import FuncFormatter, NullFormatter
 from PIL import Image
 
 # Weights live in [0, 1]; with N = 64 a uniform row is 1/64, invisible on a linear scale.
@@ -62,6 +63,8 @@ COLUMN_PX = 800
 # PNG pixels per inch of figure in show_figure: 1.5x the CSS density, sharp on projectors and
 # high-density screens without making the stored notebooks heavy.
 FIGURE_DPI = 144
+# Size of mathtext sub- and superscripts relative to the text (matplotlib's mathtext SHRINK_FACTOR).
+MATHTEXT_SCRIPT = 0.7
 
 
 def fit_font_pt(width_inches: float, pt: float = MIN_FONT_PT) -> float:
@@ -462,7 +465,8 @@ class FigureImage:
     ``text/html`` is ``<img src="data:image/png;base64,..." alt="..." width="...">`` shown at
     ``CSS_PX_PER_INCH`` CSS pixels per inch of figure (so an s pt font renders at s pt until the
     column shrinks it); ``text/plain`` is the alt text itself. See the module docstring for why
-    this form and not image/png metadata.
+    this form and not image/png metadata. ``data-min-font-pt`` records the smallest text at
+    rendered size (``rendered_font_sizes``), so a test can check the committed notebooks.
 
     Parameters
     ----------
@@ -477,6 +481,7 @@ class FigureImage:
             raise ValueError(f"alt must be a non-empty str that says what the figure shows, got {alt!r}")
         self.alt = " ".join(alt.split())
         self.width_px = round(fig.get_figwidth() * CSS_PX_PER_INCH)  # CSS px
+        self.min_font_pt = rendered_font_sizes(fig)[0][1] if fig.findobj(Text) else float("inf")
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=FIGURE_DPI)
         self.png = buf.getvalue()
@@ -484,7 +489,7 @@ class FigureImage:
     def _repr_html_(self) -> str:
         data = base64.b64encode(self.png).decode("ascii")
         return (f'<img src="data:image/png;base64,{data}" alt="{html.escape(self.alt)}" '
-                f'width="{self.width_px}" style="max-width:100%;height:auto">')
+                f'width="{self.width_px}" data-min-font-pt="{self.min_font_pt:.1f}" style="max-width:100%;height:auto">')
 
     def __repr__(self) -> str:
         return self.alt
@@ -525,10 +530,30 @@ def rendered_font_sizes(fig: Figure, *, column_px: int = COLUMN_PX) -> list[tupl
     found = []
     for t in fig.findobj(Text):
         axes = t.axes
-        if not (t.get_visible() and t.get_text().strip()) or (axes is not None and not axes.get_visible()):
+        text = t.get_text()
+        if not (t.get_visible() and text.strip()) or (axes is not None and not axes.get_visible()):
             continue
-        found.append((t.get_text(), t.get_fontsize() * scale))
+        # mathtext draws sub- and superscripts (log-axis ticks such as 10^3) at 0.7 of the size
+        shrink = MATHTEXT_SCRIPT if "$" in text and ("^" in text or "_" in text) else 1.0
+        found.append((text, t.get_fontsize() * scale * shrink))
     return sorted(found, key=lambda item: item[1])
+
+
+def plain_log_ticks(*axes) -> None:
+    """Label the log-scaled axes of ``axes`` ``1e3``, ``1e4``, ... instead of mathtext ``10^3``,
+    whose superscript is drawn at 0.7 of the font size (under 10 pt at the default 10 pt)."""
+    for ax in axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale == "log":
+                axis.set_major_formatter(FuncFormatter(_plain_log_label))
+                axis.set_minor_formatter(NullFormatter())
+
+
+def _plain_log_label(value, _pos=None) -> str:
+    if value <= 0:
+        return ""
+    exp = math.floor(math.log10(value) + 1e-9)
+    return (f"{value:g}" if -2 <= exp <= 3 else f"1e{exp}") if abs(value / 10**exp - 1) < 1e-6 else ""
 
 
 # -- shapes --------------------------------------------------------------------------------------

@@ -1,0 +1,45 @@
+"""Every figure of lessons 01-08 has alt text and no text under 10 pt at rendered size.
+
+The notebooks are committed executed; ``viz.show_figure`` writes each figure as an ``<img>`` with
+``alt`` and ``data-min-font-pt`` (the smallest text, measured by ``viz.rendered_font_sizes`` when
+the notebook ran). A bare PNG output (``plt.show()``) has no alt text and fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mha_core.ui.viz import MIN_FONT_PT
+
+NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("0[1-8]_*.ipynb"))
+IMG = re.compile(r"<img\b[^>]*>")
+
+
+def _images(path: Path):
+    for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if "image/png" in data or "image/jpeg" in data or "image/svg+xml" in data:
+                yield i, None  # an image without alt text
+            for tag in IMG.findall("".join(data.get("text/html", ""))):
+                yield i, tag
+
+
+def test_the_lesson_notebooks_are_found():
+    assert len(NOTEBOOKS) == 8
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_figure_has_alt_text_and_projector_sized_text(path):
+    images = list(_images(path))
+    for i, tag in images:
+        assert tag is not None, f"cell {i}: a bare image output (plt.show()?); use viz.show_figure(fig, alt)"
+        alt = re.search(r'alt="([^"]*)"', tag)
+        assert alt and len(alt.group(1).split()) >= 5, f"cell {i}: alt text missing or too short"
+        if "data-min-font-pt" in tag:
+            pt = float(re.search(r'data-min-font-pt="([0-9.]+|inf)"', tag).group(1))
+            assert pt >= MIN_FONT_PT - 1e-9, f"cell {i}: smallest text renders at {pt} pt"
