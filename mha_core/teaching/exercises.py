@@ -569,9 +569,10 @@ _MIB = 2**20
 _GQA = {"d_model": 8192, "h": 64, "n_kv": 8, "layers": 80, "tokens": 4096}
 
 
-def _gqa_cache_mib(n_kv: int, *, layers: int = _GQA["layers"], k_and_v: int = 2) -> float:
+def _gqa_cache_mib(n_kv: int, *, layers: int = _GQA["layers"]) -> float:
+    """The question's KV cache in MiB, keys and values, with ``n_kv`` key/value heads."""
     c = MHAConfig(_GQA["d_model"], _GQA["h"], n_kv)
-    return kv_cache_bytes(c, _GQA["tokens"], n_layers=layers) / _MIB * k_and_v / 2
+    return kv_cache_bytes(c, _GQA["tokens"], n_layers=layers) / _MIB
 
 
 QUESTIONS: dict[str, Question] = {
@@ -621,7 +622,7 @@ QUESTIONS: dict[str, Question] = {
             "that is the cache of plain MHA (n_kv = h); GQA caches n_kv heads, not h":
                 _gqa_cache_mib(_GQA["h"]),
             "you cached K or V, not both: the cache holds the keys AND the values":
-                _gqa_cache_mib(_GQA["n_kv"], k_and_v=1),
+                _gqa_cache_mib(_GQA["n_kv"]) / 2,
             "that is one layer; every layer keeps its own cache":
                 _gqa_cache_mib(_GQA["n_kv"], layers=1),
             "that is MQA (n_kv = 1); this model keeps n_kv key/value heads":
