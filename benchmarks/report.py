@@ -78,6 +78,16 @@ def summary(results: dict) -> str:
         lines.append(f"notebooks under nbval: {nb['total_wall_s']:.1f} s for {len(nb['notebooks'])} notebooks")
     else:
         lines.append(f"notebooks: {nb.get('status', 'not measured')} ({nb.get('reason', '')})")
+    mo = results.get("models", {})
+    for r in mo.get("speed", []):
+        t = r["time"]["one thread each"]
+        vs = f", {r['speedup_vs_transformers']:.2f}x transformers' speed" if "speedup_vs_transformers" in r else ""
+        lines.append(f"  [{'met' if r['met_target'] else 'NOT met'}] {r['model']}: sentence (N={r['N']}) to all "
+                     f"attention maps in {t['ours']['median']:.3f} s at one thread (target {r['target_s']} s){vs}")
+    if mo.get("status") == "measured":
+        many = mo["memory"]["many"]
+        lines.append(f"  {many['processes']} kernels with both models: USS {many['uss_mb']['median']:.0f} MB each, "
+                     f"PSS {many['total_pss_mb']:.0f} MB in all")
     db = results.get("dashboard", {})
     lines.append(f"dashboard latency: {db.get('status', 'not measured')}"
                  + (f" ({db['reason']})" if "reason" in db else ""))
@@ -191,6 +201,36 @@ def _memory(results: dict) -> list[str]:
     return lines
 
 
+def _models(results: dict) -> list[str]:
+    mo = results.get("models", {})
+    if mo.get("status") != "measured":
+        return [f"Not measured: {mo.get('reason', 'not run')}."]
+    lines = ["| model | N | threads | ours | transformers | ours vs transformers | target | met | max abs diff of the maps |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in mo["speed"]:
+        for label, t in r["time"].items():
+            ref = _ms(t["transformers"]) if "transformers" in t else "not installed"
+            ratio = f"{t['transformers']['median'] / t['ours']['median']:.2f}x" if "transformers" in t else ""
+            met = ("yes" if r["met_target"] else "**no**") if label == "one thread each" else ""
+            diff = f"{r['max_abs_diff']:.1e}" if "max_abs_diff" in r else ""
+            lines.append(f"| {r['label']} | {r['N']} | {label} | {_ms(t['ours'])} | {ref} | {ratio} "
+                         f"| <= {r['target_s']} s | {met} | {diff} |")
+    m = mo["memory"]
+    many = m["many"]
+    lines += ["", "| processes | models loaded | USS per process (median) | anonymous per process | "
+              "sum of USS | sum of PSS |", "|---|---|---|---|---|---|"]
+    for key in ("baseline", "minilm", "smollm2"):
+        k = m[key]
+        lines.append(f"| 1 | {', '.join(k['models']) or 'none (import only)'} | {k['uss_mb']['median']:.0f} MB "
+                     f"| {k['anon_mb']['median']:.0f} MB | {k['total_uss_mb']:.0f} MB | {k['total_pss_mb']:.0f} MB |")
+    lines.append(f"| {many['processes']} | {', '.join(many['models'])} | {many['uss_mb']['median']:.0f} MB "
+                 f"| {many['anon_mb']['median']:.0f} MB | {many['total_uss_mb']:.0f} MB | {many['total_pss_mb']:.0f} MB |")
+    weights = ", ".join(f"{k} {v:.0f} MB" for k, v in m["weights_mb"].items())
+    lines += ["", f"float32 weights: {weights}; {many['processes']} private copies would hold "
+              f"{m['private_copies_mb']:,.0f} MB of weights alone."]
+    return lines
+
+
 def _notebooks(results: dict) -> list[str]:
     nb = results.get("notebooks", {})
     if nb.get("status") != "measured":
@@ -293,6 +333,22 @@ def markdown(results: dict) -> str:
         "the size of one score tensor.",
         "",
         *_memory(results),
+        "",
+        "## Real models",
+        "",
+        "Time from a sentence of about 32 tokens (text in, tokenised in the timed call) to every "
+        "layer's and head's attention weights as one array, ours against transformers (eager "
+        "attention, `output_attentions=True`) on the same weights, interleaved in the same run, at "
+        "one thread each (as the dashboard's kernels run) and at the default threads. The target "
+        "is judged at one thread. "
+        "Memory from `/proc/<pid>/smaps_rollup` of real processes that each load the model(s) and "
+        "run one forward (`OPENBLAS_NUM_THREADS=1`, as the dashboard's kernels). USS is what a process "
+        "alone maps; PSS divides shared pages among the processes that share them, so the sum of PSS "
+        "is what all of them cost together. A single process counts the weight pages it touched as "
+        "USS although they are page cache a second process would share; the anonymous column is what "
+        "no other process could ever share.",
+        "",
+        *_models(results),
         "",
         "## Notebook suite",
         "",

@@ -27,9 +27,15 @@ ACC_TOL = 0.01
 # Another BLAS or a later edit of the core's rounding can flip an exact tie in an arg-max; allow
 # two of the 9,000 held-out answers to differ from the record.
 ANSWERS_TOL = 2 / (pretrained.EVAL_BATCH * pretrained.TASK.n_targets)
-# Where the control run first averages a loss below 0.01 over 20 steps may move by a few steps
-# with another BLAS; CONVERGED_TOL is far below the 3,000-step budget it is measured in.
-CONVERGED_TOL = 50
+# The single head's 3,000-step runs are sensitive to last-bit rounding, unlike the 600-step runs
+# (which this machine reproduces exactly). Measured on this machine for seed 0: pair accuracy
+# 0.2003 against the recorded 0.1786, and the same with the code that wrote the record (75a5905)
+# and with 1 or 2 BLAS threads; the control converged at step 2,130 against the recorded 2,282.
+# So the long runs are compared with the record at the level of the claim: the stuck head within
+# STUCK_TOL of the recorded seeds' mean (0.20), the control's convergence step within
+# CONVERGED_TOL (10% of its 3,000-step budget).
+STUCK_TOL = 0.05
+CONVERGED_TOL = 300
 # The configuration the reproduction test retrains: two heads converge fastest per second.
 REPRO_HEADS, REPRO_SEED = 2, 0
 
@@ -160,10 +166,15 @@ def test_the_headline_experiment_recomputed():
     # the record, recomputed
     stuck_acc = accuracy(stuck.params, x, y, 1)
     control_acc = accuracy(control.params, cx, cy, 1)
-    assert stuck_acc == pytest.approx(rec_long["accuracy"][str(seed)], abs=ACC_TOL)
-    assert control_acc == pytest.approx(rec_control["accuracy"][-1], abs=ACC_TOL)
+    recorded_stuck = np.mean(list(rec_long["accuracy"].values()))
+    assert stuck_acc == pytest.approx(recorded_stuck, abs=STUCK_TOL)
     assert converged_step(stuck.losses) is rec_long["converged_step"][str(seed)] is None
-    assert converged_step(control.losses) == pytest.approx(rec_control["converged_step"][-1], abs=CONVERGED_TOL)
-    # the claim itself: five times the budget leaves one head far below every multi-head run
-    assert stuck_acc < 0.3 < 0.99 < control_acc
-    assert max(slot_accuracy(stuck.params, x, y, 1)) > 0.9  # it gets one slot, never the pair
+    assert control_acc == pytest.approx(rec_control["accuracy"][-1], abs=ACC_TOL)
+    converged = converged_step(control.losses)
+    assert converged == pytest.approx(rec_control["converged_step"][-1], abs=CONVERGED_TOL)
+    # the claim itself: the control needs more than the shared budget and gets there within the
+    # long one; the 16-token single head, with the same long budget, stays far below every
+    # multi-head run, getting one slot of the pair but not both
+    assert pretrained.TRAIN.steps < converged <= long.steps
+    assert stuck_acc < pretrained.accuracy_table(RECORD)[1:].min() - 0.5
+    assert max(slot_accuracy(stuck.params, x, y, 1)) > 0.9

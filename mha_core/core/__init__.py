@@ -13,6 +13,7 @@ from .mha import (
     multi_head_attention,
     multi_head_attention_per_head,
 )
+from .rope import apply_rope, rope_angles
 from .softmax import softmax
 from .trace import Tracer, trace_config, trace_shapes
 
@@ -22,6 +23,7 @@ __all__ = [
     "MHAConfig",
     "MemoryBudgetError",
     "Tracer",
+    "apply_rope",
     "causal_mask",
     "count_macs",
     "count_params",
@@ -38,6 +40,7 @@ __all__ = [
     "multi_head_attention_per_head",
     "padding_mask",
     "prefill",
+    "rope_angles",
     "scaled_dot_product_attention",
     "softmax",
     "split_heads",

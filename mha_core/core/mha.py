@@ -24,6 +24,7 @@ from ._checks import check_finite, check_float_array, check_mask, check_memory, 
 from .attention import _attend, scaled_dot_product_attention
 from .heads import head_columns, merge_heads, split_heads
 from .masks import causal_mask
+from .rope import apply_rope, check_rope
 from .trace import NO_TRACER
 
 WEIGHT_NAMES = ("W_Q", "W_K", "W_V", "W_O")
@@ -44,6 +45,7 @@ class _Call:
     mask: np.ndarray | None  # bool, broadcastable to (..., h, N_q, N_k)
     head_mask: np.ndarray | None  # (h,)
     max_bytes: int | None
+    rope_base: float | None = None  # RoPE between the projections and the scores (rope.py)
 
     @property
     def group(self) -> int:
@@ -53,7 +55,7 @@ class _Call:
         return self.params.get(name)
 
 
-def _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes) -> _Call:
+def _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes, rope_base=None) -> _Call:
     x = check_float_array(x, "x", ndims=(2, 3))
     h = check_positive_int(n_heads, "n_heads")
     n_kv = h if n_kv_heads is None else check_positive_int(n_kv_heads, "n_kv_heads")
@@ -123,7 +125,9 @@ def _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max
         head_mask = head_mask.astype(x.dtype)
         check_finite(head_mask, "head_mask")
     check_memory(scores_shape, x.dtype, max_bytes, "the attention scores")
-    return _Call(x, x_kv, params, h, n_kv, d_k, d_v, mask, head_mask, max_bytes)
+    if rope_base is not None:
+        rope_base = check_rope(rope_base, d_k)
+    return _Call(x, x_kv, params, h, n_kv, d_k, d_v, mask, head_mask, max_bytes, rope_base)
 
 
 def _project(t, name: str, x: np.ndarray, W: np.ndarray, b) -> np.ndarray:
@@ -154,6 +158,9 @@ def _heads_forward(
     Qh = t.record("Q heads: transpose", split_heads(Q, c.h))  # (..., h, N_q, d_k)
     Kh = t.record("K heads", split_heads(K, c.n_kv))  # (..., n_kv, N_k, d_k)
     Vh = t.record("V heads", split_heads(V, c.n_kv))  # (..., n_kv, N_k, d_v)
+    if c.rope_base is not None:  # RoPE: turn each query and key by its position, before the scores
+        Qh = t.record("Q rotated: RoPE", apply_rope(Qh, base=c.rope_base))  # (..., h, N_q, d_k)
+        Kh = t.record("K rotated: RoPE", apply_rope(Kh, base=c.rope_base))  # (..., n_kv, N_k, d_k)
     mask = c.mask
     if c.group > 1:  # GQA/MQA: view the h query heads as n_kv groups of g sharing one K/V head
         Qh = Qh.reshape(*lead, c.n_kv, c.group, n_q, c.d_k)  # (..., n_kv, g, N_q, d_k)
@@ -190,7 +197,7 @@ def _check_output(out: np.ndarray, c: _Call) -> None:
 
 def multi_head_attention(
     x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None,
-    return_weights=False, head_mask=None, max_bytes=None, tracer=None,
+    return_weights=False, head_mask=None, max_bytes=None, tracer=None, rope_base=None,
 ):
     """Multi-head attention, batched over every head at once.
 
@@ -218,13 +225,17 @@ def multi_head_attention(
         Limit for the score tensor, default 2 GiB; larger requests fail before allocating.
     tracer : Tracer, optional
         Records every step's shape and every matmul's MACs.
+    rope_base : float, optional
+        Rotary position embedding: when given, every query and key head is rotated by its
+        position (0, 1, ...) with ``apply_rope(..., base=rope_base)`` after the projections
+        and before the scores (Llama-style models). Default None: no rotation.
 
     Returns
     -------
     out : ndarray of the same shape and dtype as ``x``
     weights : ndarray of shape (..., h, N_q, N_k), only when ``return_weights``
     """
-    c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes)
+    c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes, rope_base)
     out, weights = _layer_forward(c, tracer or NO_TRACER, return_weights)
     return (out, weights) if return_weights else out
 
@@ -245,7 +256,7 @@ def _layer_forward(c: _Call, t, keep_weights: bool, keep: dict | None = None) ->
 
 def multi_head_attention_per_head(
     x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None,
-    return_weights=False, head_mask=None, max_bytes=None, tracer=None,
+    return_weights=False, head_mask=None, max_bytes=None, tracer=None, rope_base=None,
 ):
     """The readable reference: an explicit loop over heads. Same signature and result as
     ``multi_head_attention``.
@@ -254,7 +265,7 @@ def multi_head_attention_per_head(
     ``W_K[:, j*d_k:(j+1)*d_k]`` and ``W_V[:, j*d_v:(j+1)*d_v]``. The head outputs are
     concatenated along the width and multiplied by ``W_O``.
     """
-    c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes)
+    c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes, rope_base)
     t = tracer or NO_TRACER
     p, d_k, d_v = params, c.d_k, c.d_v
     lead, n_q, n_k = c.x.shape[:-2], c.x.shape[-2], c.x_kv.shape[-2]
@@ -267,6 +278,8 @@ def multi_head_attention_per_head(
         Q_i = t.matmul(f"Q_{i}", c.x, p["W_Q"][:, q_cols])  # (..., N_q, d_k)
         if "b_Q" in p:
             Q_i = Q_i + p["b_Q"][q_cols]
+        if c.rope_base is not None:
+            Q_i = apply_rope(Q_i, base=c.rope_base)  # (..., N_q, d_k), rotated by position
         if j not in kv_heads:
             k_cols, v_cols = head_columns(j, d_k), head_columns(j, d_v)
             K_j = t.matmul(f"K_{j}", c.x_kv, p["W_K"][:, k_cols])  # (..., N_k, d_k)
@@ -275,6 +288,8 @@ def multi_head_attention_per_head(
                 K_j = K_j + p["b_K"][k_cols]
             if "b_V" in p:
                 V_j = V_j + p["b_V"][v_cols]
+            if c.rope_base is not None:
+                K_j = apply_rope(K_j, base=c.rope_base)  # (..., N_k, d_k), rotated by position
             kv_heads[j] = (K_j, V_j)
         K_i, V_i = kv_heads[j]  # (..., N_k, d_k), (..., N_k, d_v)
         mask_i = None if full_mask is None else full_mask[..., i, :, :]  # (..., N_q, N_k)
@@ -317,7 +332,7 @@ def head_contributions(x, params, n_heads, **kwargs) -> np.ndarray:
 
 
 def _call_kwargs(kwargs: dict) -> dict:
-    allowed = {"x_kv", "mask", "causal", "n_kv_heads", "head_mask", "max_bytes", "tracer"}
+    allowed = {"x_kv", "mask", "causal", "n_kv_heads", "head_mask", "max_bytes", "tracer", "rope_base"}
     unknown = set(kwargs) - allowed
     if unknown:
         raise TypeError(f"unexpected keyword arguments {sorted(unknown)}; allowed: {sorted(allowed)}")
