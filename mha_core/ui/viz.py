@@ -481,10 +481,11 @@ class FigureImage:
             raise ValueError(f"alt must be a non-empty str that says what the figure shows, got {alt!r}")
         self.alt = " ".join(alt.split())
         self.width_px = round(fig.get_figwidth() * CSS_PX_PER_INCH)  # CSS px
-        self.min_font_pt = rendered_font_sizes(fig)[0][1] if fig.findobj(Text) else float("inf")
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=FIGURE_DPI)
         self.png = buf.getvalue()
+        # measured after savefig, which has laid out the ticks: no second draw
+        self.min_font_pt = rendered_font_sizes(fig, draw=False)[0][1] if fig.findobj(Text) else float("inf")
 
     def _repr_html_(self) -> str:
         data = base64.b64encode(self.png).decode("ascii")
@@ -510,7 +511,7 @@ def show_figure(fig: Figure, alt: str) -> None:
     display(image)
 
 
-def rendered_font_sizes(fig: Figure, *, column_px: int = COLUMN_PX) -> list[tuple[str, float]]:
+def rendered_font_sizes(fig: Figure, *, column_px: int = COLUMN_PX, draw: bool = True) -> list[tuple[str, float]]:
     """Every visible text of ``fig`` with its size in pt as a notebook reader sees it.
 
     The figure is shown at ``CSS_PX_PER_INCH`` CSS px per inch and shrunk to ``column_px`` if it
@@ -518,14 +519,17 @@ def rendered_font_sizes(fig: Figure, *, column_px: int = COLUMN_PX) -> list[tupl
     ``s * min(1, column_px / (96 * width in inches))`` pt. Tick labels, titles, axis labels,
     legend entries, colorbar labels and annotations are all ``Text`` artists and all counted.
 
+    ``draw=False`` skips the draw that lays out the ticks, for a figure just saved or drawn.
+
     Returns
     -------
     list of (str, float), smallest size first.
     """
     _check_figure(fig)
-    if not isinstance(fig.canvas, FigureCanvasAgg):
-        FigureCanvasAgg(fig)
-    fig.canvas.draw()  # lays out the ticks and labels that will really be drawn
+    if draw:
+        if not isinstance(fig.canvas, FigureCanvasAgg):
+            FigureCanvasAgg(fig)
+        fig.canvas.draw()  # lays out the ticks and labels that will really be drawn
     scale = min(1.0, column_px / (fig.get_figwidth() * CSS_PX_PER_INCH))
     found = []
     for t in fig.findobj(Text):
