@@ -73,7 +73,7 @@ def test_on_ramp_slides_work_offline():
             page.on("request", lambda r: requests.append(r.url))
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(srv.url)
+            page.goto(srv.url, timeout=LOAD_TIMEOUT_MS)  # Voila runs the notebook before the page loads
             present = page.locator(".reveal .slides section.present:not(.stack)")
             present.wait_for(timeout=LOAD_TIMEOUT_MS)
             assert "ON-RAMP" in present.inner_text().upper()  # reveal headings are upper-cased by CSS
@@ -86,7 +86,7 @@ def test_on_ramp_slides_work_offline():
             page.wait_for_timeout(500)
             outside = sorted({u for u in requests if not is_local(u, srv.port)})
             assert outside == [], f"requests left 127.0.0.1: {outside}"
-            assert errors == []
+            assert errors == [], errors
             browser.close()
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
