@@ -250,7 +250,8 @@ def test_shape_boxes_stack_the_real_number_of_matrices():
 def test_figure_image_is_an_img_with_alt_text_and_plain_text_alt():
     fig = viz.draw_shape_boxes(_steps(), title="boxes")
     image = viz.FigureImage(fig, 'Boxes for "X" <and> heads,\n   two lines')
-    page = image._repr_html_()
+    page, metadata = image._repr_html_()
+    assert metadata == {"min_font_pt": 10.0}
     assert page.startswith('<img src="data:image/png;base64,')
     assert 'alt="Boxes for &quot;X&quot; &lt;and&gt; heads, two lines"' in page
     assert f'width="{round(fig.get_figwidth() * 96)}"' in page and "max-width:100%" in page

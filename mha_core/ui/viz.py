@@ -465,8 +465,9 @@ class FigureImage:
     ``text/html`` is ``<img src="data:image/png;base64,..." alt="..." width="...">`` shown at
     ``CSS_PX_PER_INCH`` CSS pixels per inch of figure (so an s pt font renders at s pt until the
     column shrinks it); ``text/plain`` is the alt text itself. See the module docstring for why
-    this form and not image/png metadata. ``data-min-font-pt`` records the smallest text at
-    rendered size (``rendered_font_sizes``), so a test can check the committed notebooks.
+    this form and not image/png metadata. The output's metadata records ``min_font_pt``, the
+    smallest text at rendered size (``rendered_font_sizes``), so a test can check the committed
+    notebooks.
 
     Parameters
     ----------
@@ -487,10 +488,12 @@ class FigureImage:
         # measured after savefig, which has laid out the ticks: no second draw
         self.min_font_pt = rendered_font_sizes(fig, draw=False)[0][1] if fig.findobj(Text) else float("inf")
 
-    def _repr_html_(self) -> str:
+    def _repr_html_(self) -> tuple[str, dict]:
         data = base64.b64encode(self.png).decode("ascii")
-        return (f'<img src="data:image/png;base64,{data}" alt="{html.escape(self.alt)}" '
-                f'width="{self.width_px}" data-min-font-pt="{self.min_font_pt:.1f}" style="max-width:100%;height:auto">')
+        page = (f'<img src="data:image/png;base64,{data}" alt="{html.escape(self.alt)}" '
+                f'width="{self.width_px}" style="max-width:100%;height:auto">')
+        # in the output's metadata (not compared by nbval): tests read it from the committed notebooks
+        return page, {"min_font_pt": round(self.min_font_pt, 2)}
 
     def __repr__(self) -> str:
         return self.alt
