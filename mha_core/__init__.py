@@ -10,6 +10,7 @@ none of the other subpackages.
         masks      causal_mask, padding_mask       True = may attend
         softmax    softmax                         stable, mask-aware
         attention  scaled_dot_product_attention   one head (or many, batched)
+        flash      flash_attention                 the same, tile by tile (online softmax): memory O(N)
         rope       apply_rope, rope_angles         rotary positions: turn Q and K before the scores
         mha        multi_head_attention, multi_head_attention_per_head, head_outputs, head_contributions
         counts     count_params, count_macs, kv_cache_bytes

@@ -5,6 +5,7 @@ from .attention import scaled_dot_product_attention
 from .config import MHAConfig, init_params
 from .counts import count_macs, count_params, kv_cache_bytes
 from .decode import KVCache, decode, decode_step, init_kv_cache, prefill
+from .flash import flash_attention
 from .heads import head_columns, merge_heads, split_heads
 from .masks import causal_mask, padding_mask
 from .mha import (
@@ -29,6 +30,7 @@ __all__ = [
     "count_params",
     "decode",
     "decode_step",
+    "flash_attention",
     "head_columns",
     "head_contributions",
     "head_outputs",
