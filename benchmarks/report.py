@@ -250,7 +250,7 @@ def _models(results: dict) -> list[str]:
               "sum of USS | sum of PSS |", "|---|---|---|---|---|---|"]
     for key in ("baseline", "minilm", "smollm2"):
         k = m[key]
-        lines.append(f"| 1 | {', '.join(k['models']) or 'none (import only)'} | {k['uss_mb']['median']:.0f} MB "
+        lines.append(f"| 1 | {', '.join(k['models']) or 'none (imports only)'} | {k['uss_mb']['median']:.0f} MB "
                      f"| {k['anon_mb']['median']:.0f} MB | {k['total_uss_mb']:.0f} MB | {k['total_pss_mb']:.0f} MB |")
     lines.append(f"| {many['processes']} | {', '.join(many['models'])} | {many['uss_mb']['median']:.0f} MB "
                  f"| {many['anon_mb']['median']:.0f} MB | {many['total_uss_mb']:.0f} MB | {many['total_pss_mb']:.0f} MB |")
@@ -380,8 +380,10 @@ def markdown(results: dict) -> str:
         "attention, `output_attentions=True`) on the same weights, interleaved in the same run, at "
         "one thread each (as the dashboard's kernels run) and at the default threads. The target "
         "is judged at one thread. "
-        "Memory from `/proc/<pid>/smaps_rollup` of real processes that each load the model(s) and "
-        "run one forward (`OPENBLAS_NUM_THREADS=1`, as the dashboard's kernels). USS is what a process "
+        "Memory from `/proc/<pid>/smaps_rollup` of real processes that each import the dashboard's "
+        "panels (`mha_core.ui.widgets`: matplotlib, ipywidgets), load the model(s) and run one forward "
+        "(`OPENBLAS_NUM_THREADS=1`, as the dashboard's kernels); a Jupyter kernel adds its own "
+        "machinery on top. USS is what a process "
         "alone maps; PSS divides shared pages among the processes that share them, so the sum of PSS "
         "is what all of them cost together. A single process counts the weight pages it touched as "
         "USS although they are page cache a second process would share; the anonymous column is what "

@@ -14,6 +14,7 @@ none of the other subpackages.
         rope       apply_rope, rope_angles         rotary positions: turn Q and K before the scores
         mha        multi_head_attention, multi_head_attention_per_head, head_outputs, head_contributions
         counts     count_params, count_macs, kv_cache_bytes
+        decode     init_kv_cache, prefill, decode_step, decode   one token at a time with a KV cache
         trace      Tracer, trace_shapes, trace_config
         backward   *_forward -> cache, *_backward   hand-written gradients of attention and MHA
     teaching/   aids for the notebooks
@@ -30,7 +31,7 @@ none of the other subpackages.
         minilm     MiniLM                          all-MiniLM-L6-v2, a BERT encoder
         smollm2    SmolLM2                         SmolLM2-135M-Instruct, a Llama decoder (GQA, RoPE)
     ui/         the dashboard's figures and panels
-        viz        HeadGrid, ledger_html, draw_shape_boxes
+        viz        HeadGrid, ledger_html, draw_shape_boxes, show_figure (alt text)
         widgets    shape_explorer, head_explorer, cost_panel, kv_cache_panel
 
 Conventions: ``Q = X @ W_Q`` with ``W_Q`` of shape ``(d_model, h*d_k)``; inputs ``(N, d_model)``

@@ -74,11 +74,15 @@ def http(url: str, method: str = "GET", timeout: float = 10) -> int:
 
 
 @contextlib.contextmanager
-def voila_server(*extra_args: str):
-    """Run the dashboard server like ``make dashboard`` (plus ``extra_args``); yield a ``Server``."""
+def voila_server(*extra_args: str, notebook: str = NOTEBOOK):
+    """Run the dashboard server like ``make dashboard`` (plus ``extra_args``); yield a ``Server``.
+
+    ``notebook`` (a path from the repository root) serves another notebook the same way, as
+    ``make lesson-slides`` does.
+    """
     port = free_port()
     env = {**os.environ, "JUPYTER_PATH": str(REPO / "share" / "jupyter"), "OPENBLAS_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "voila", NOTEBOOK, f"--port={port}",
+    cmd = [sys.executable, "-m", "voila", notebook, f"--port={port}",
            f"--Voila.config_file_paths={REPO / 'share' / 'voila'}", *extra_args]
     log = tempfile.NamedTemporaryFile("w+b", prefix="voila-", suffix=".log", delete=False)
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -70,3 +70,19 @@ def test_attention_and_logits_match_transformers(smollm2, smollm2_reference, sen
         worst["logits"] = max(worst["logits"], err)
         assert ours.logits[-1].argmax() == int(ref.logits[0, -1].argmax())
     print(f"\nSmolLM2 vs transformers, max abs diff: attention {worst['attention']:.2e}, logits {worst['logits']:.2e}")
+
+
+def test_next_token_losses_and_a_repeated_passage(smollm2):
+    """Random tokens, then the same tokens again: the second copy is predictable (induction)."""
+    rng = np.random.default_rng(0)
+    first = rng.integers(1_000, 20_000, size=30)
+    ids = np.concatenate([first, first])  # (60,)
+    losses = smollm2.next_token_losses(ids)
+    assert losses.shape == (59,) and np.all(losses >= 0)
+    logits = smollm2.logits(ids).astype(np.float64)
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(losses, -np.log(p[np.arange(59), ids[1:]]), rtol=1e-6, atol=1e-6)
+    assert losses[30:].mean() < losses[:29].mean() / 2  # the second copy is far less surprising
+    with pytest.raises(ValueError, match="at least 2 tokens"):
+        smollm2.next_token_losses(ids[:1])

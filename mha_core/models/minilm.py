@@ -102,9 +102,6 @@ class MiniLM(Model):
                    "n_kv_heads": "num_attention_heads", "d_model": "hidden_size",
                    "vocab_size": "vocab_size", "eps": "layer_norm_eps"}
 
-    def _n_special(self) -> int:
-        return 2  # [CLS] ... [SEP]
-
     def forward(self, ids, logits: bool = False) -> Forward:
         """Hidden states (layers + 1, N, d_model) and attention (layers, h, N, N) of one sentence."""
         ids = self.check_ids(ids)

@@ -104,8 +104,9 @@ class Model:
         return ids
 
     def _n_special(self) -> int:
-        """How many special tokens ``encode`` adds around any text."""
-        return self._tokenizer.post_processor.num_special_tokens_to_add(False) if self._tokenizer.post_processor else 0
+        """How many special tokens ``encode`` adds around any text ([CLS] and [SEP]: 2)."""
+        post = self._tokenizer.post_processor
+        return post.num_special_tokens_to_add(False) if post is not None else 0
 
     def tokens(self, ids) -> list[str]:
         """One display string per id (WordPiece pieces keep their ``##``; byte-level BPE
@@ -147,6 +148,17 @@ class Model:
     def hidden_states(self, ids) -> np.ndarray:
         """The residual stream after the embeddings and after each layer: (layers + 1, N, d_model)."""
         return self.forward(ids, logits=False).hidden
+
+    def next_token_losses(self, ids) -> np.ndarray:
+        """The model's surprise at each next token: ``-log p(ids[t+1] | ids[:t+1])``, in nats,
+        shape (N - 1,). Low where the model could predict the token (e.g. a repeated passage)."""
+        ids = self.check_ids(ids)
+        if ids.size < 2:
+            raise ValueError("next_token_losses needs at least 2 tokens")
+        logits = self.logits(ids)[:-1].astype(np.float64)  # (N-1, vocab): position t predicts t+1
+        top = logits.max(axis=-1)  # (N-1,)
+        log_z = top + np.log(np.exp(logits - top[:, None]).sum(axis=-1))  # (N-1,), log-sum-exp
+        return log_z - logits[np.arange(ids.size - 1), ids[1:]]  # (N-1,)
 
     def logits(self, ids) -> np.ndarray:
         """The next-token logits at every position, shape (N, vocab)."""
