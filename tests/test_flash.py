@@ -69,6 +69,16 @@ def test_rows_with_no_allowed_key_give_zeros_not_nan():
     np.testing.assert_allclose(out, one_shot(q, k, v, mask, causal=True), rtol=1e-12, atol=1e-12)
 
 
+def test_a_masked_first_tile_does_not_hide_very_negative_scores():
+    # the only allowed key scores -1000: its weight is 1 whatever the score, so out = its value
+    q = np.ones((1, 1))
+    k = np.array([[5.0], [-1000.0]])  # (N_k, d_k): key 0 is masked, key 1 scores -1000
+    v = np.array([[1.0], [7.0]])
+    mask = np.array([[False, True]])
+    out = flash_attention(q, k, v, mask, scale=1.0, block_k=1)
+    np.testing.assert_array_equal(out, [[7.0]])
+
+
 def test_more_queries_than_keys_causal_rows_before_the_first_key_are_zero():
     rng = np.random.default_rng(1)
     q, k, v = rng.standard_normal((7, 3)), rng.standard_normal((4, 3)), rng.standard_normal((4, 2))

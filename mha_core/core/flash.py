@@ -164,11 +164,11 @@ def _rows(q, k, v, mask, scale: float, causal: bool, r0: int, r1: int, block_k: 
         allowed = _tile_mask(mask, causal, offset, r0, r1, c0, c1)  # (..., rows, cols) or None
         if allowed is not None:
             np.copyto(s, -np.inf, where=~allowed)  # not allowed -> -inf -> p exactly 0
-        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., rows, 1)
-        m_new[np.isneginf(m_new)] = 0.0  # rows with no allowed key yet: any finite max will do
-        s -= m_new  # (..., rows, cols), every entry <= 0
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., rows, 1), -inf: no key yet
+        shift = np.where(np.isneginf(m_new), 0, m_new)  # (..., rows, 1); finite, avoids inf - inf
+        s -= shift  # (..., rows, cols), every entry <= 0
         p = np.exp(s, out=s)  # (..., rows, cols), in [0, 1]
-        alpha = np.exp(m - m_new)  # (..., rows, 1), <= 1; 0 on a row's first allowed tile (m = -inf)
+        alpha = np.exp(m - shift)  # (..., rows, 1), <= 1; 0 on a row's first allowed tile (m = -inf)
         row_sum *= alpha  # (..., rows, 1): l rescaled to the new max ...
         row_sum += p.sum(axis=-1, keepdims=True)  # ... plus this tile's terms
         o *= alpha  # (..., rows, d_v): o rescaled to the new max ...
