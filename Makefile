@@ -17,11 +17,12 @@ help:
 	@echo "make notebooks  re-execute every notebook in place (after changing mha_core)"
 	@echo "make weights    retrain the shipped tiny models -> mha_core/training/weights/ (about 1 min)"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(shell find share etc -type f)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install -e ".[test]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (mha)"
+	$(BIN)/python -m mha_core.ui.serve  # templates + settings into .venv (editable installs skip data files)
 	touch $(STAMP)
 
 venv: $(STAMP)
