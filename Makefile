@@ -6,12 +6,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv test test-fast lint dashboard slides lab bench weights notebooks clean
+.PHONY: help venv test test-fast lint dashboard slides screenshots lab bench weights notebooks clean
 
 help:
 	@echo "make dashboard  serve the Voila dashboard on http://127.0.0.1:$(PORT)"
 	@echo "make test       ruff + pytest (unit, torch reference, browser) + nbval on every notebook"
 	@echo "make slides     the walkthrough as reveal.js slides (classroom mode) on the same port"
+	@echo "make screenshots  re-take docs/dashboard*.png (390, 768, 1366 px) in headless Chromium"
 	@echo "make lab        JupyterLab on notebooks/"
 	@echo "make bench      benchmarks -> benchmarks/RESULTS.md and results.json"
 	@echo "make notebooks  re-execute every notebook in place (after changing mha_core)"
@@ -30,31 +31,42 @@ venv: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) lint
+# axe-core (WCAG audit of the dashboard), pinned in tests/a11y/package-lock.json
+AXE := tests/a11y/node_modules/axe-core/axe.min.js
+$(AXE): tests/a11y/package.json tests/a11y/package-lock.json
+	npm ci --prefix tests/a11y --no-audit --no-fund
+	touch $(AXE)
+
+test: $(STAMP) lint $(AXE)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not browser" tests $(PYTEST_ARGS)
 
-# Voila settings live in share/voila/voila.json: offline template `mha` (share/jupyter/voila/
-# templates), 127.0.0.1 only, sources stripped, kernels accept only the widget messages (no
-# execute_request from the page), kernels idle for 10 min culled, even with the page still open
-# (a student back after 10 min reloads the page). OPENBLAS_NUM_THREADS=1: the
-# panels multiply small matrices, where a second BLAS thread costs more than it saves.
+# Every route (this target, plain `voila notebooks/dashboard.ipynb`, Binder, a JupyterHub user
+# server) reads the same settings: etc/jupyter/voila.json and the offline templates in
+# share/jupyter, installed into .venv by `make venv` (docs/dashboard.md, "Settings"): template
+# `mha`, 127.0.0.1 only, sources stripped, widget messages only, a cap of 80 kernels (503 "busy"
+# page beyond), kernels whose page never connects shut down after 30 s, culling after 10 min.
 # POOL preheated kernels: the first POOL visitors get the page in ~0.01 s instead of ~3 s, at the
-# price of one idle kernel (~130 MB) each, kept warm; the next visitor waits for a refill.
-# POOL=0 turns preheating off.
+# price of one idle kernel (~130 MB) each, kept warm; POOL=0 turns preheating off.
 POOL ?= 1
-VOILA := JUPYTER_PATH=$(CURDIR)/share/jupyter OPENBLAS_NUM_THREADS=1 \
-	$(BIN)/voila --Voila.config_file_paths=$(CURDIR)/share/voila --port=$(PORT)
+VOILA := OPENBLAS_NUM_THREADS=1 $(BIN)/voila --port=$(PORT)
 
 dashboard: $(STAMP)
 	$(VOILA) notebooks/dashboard.ipynb $(if $(filter-out 0,$(POOL)),--preheat_kernel=True --pool_size=$(POOL))
 
 # Classroom mode: the same notebook as reveal.js slides (arrow keys), offline template `mha-reveal`.
 slides: $(STAMP)
-	$(VOILA) notebooks/dashboard.ipynb --template=mha-reveal \
-		"--VoilaConfiguration.resources={'reveal': {'url_prefix': '/voila/templates/mha-reveal/static/reveal'}}"
+	$(VOILA) notebooks/dashboard.ipynb --template=mha-reveal
+
+# The browser test saves screenshots at 390, 768 and 1366 px into build/screenshots/ (make test
+# leaves the work tree clean); this copies them into docs/ (the README shows docs/dashboard.png).
+screenshots: $(STAMP) $(AXE)
+	$(BIN)/python -m pytest tests/test_dashboard_browser.py -k "screens" -p no:cacheprovider -q
+	cp build/screenshots/dashboard-1366.png docs/dashboard.png
+	cp build/screenshots/dashboard-768.png docs/dashboard-768.png
+	cp build/screenshots/dashboard-390.png docs/dashboard-390.png
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
