@@ -87,7 +87,7 @@ def voila_server(*extra_args: str, notebook: str = NOTEBOOK, app: str = "voila")
         cmd = [sys.executable, "-m", "voila", notebook, f"--port={port}", *extra_args]
     else:
         cmd = [sys.executable, "-m", "jupyter_server", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-               "--ServerApp.token=", "--ServerApp.open_browser=False", *extra_args]
+               "--IdentityProvider.token=", "--ServerApp.open_browser=False", "--allow-root", *extra_args]
     log = tempfile.NamedTemporaryFile("w+b", prefix="voila-", suffix=".log", delete=False)
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)  # own process group: kernels included
