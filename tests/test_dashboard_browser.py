@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from dashboard_server import (
     CHROMIUM,
+    NOTEBOOK,
     REPO,
     KernelSocket,
     http,

@@ -20,7 +20,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from dashboard_server import CHROMIUM, CHROMIUM_ARGS, descendants, http, is_local, tree_rss, voila_server
+from dashboard_server import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    descendants,
+    http,
+    is_local,
+    tree_rss,
+    voila_server,
+)
 from playwright.async_api import async_playwright
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
