@@ -131,7 +131,7 @@ function render({ model, el }) {
       ctx.lineWidth = 2;
       ctx.strokeRect(LEFT + 1, TOP + query * cell + 1, S - 2, Math.max(cell - 2, 1));
     }
-    if (document.activeElement === canvas) {
+    if (document.activeElement === canvas && canvas.matches(":focus-visible")) {
       ctx.strokeStyle = "#ffffff";
       ctx.lineWidth = 2;
       ctx.strokeRect(LEFT + cursor[1] * cell, TOP + cursor[0] * cell, cell, cell);
@@ -192,7 +192,9 @@ function render({ model, el }) {
           const c = cellAt(canvas, e);
           if (c) { selectQuery(c[0]); }
         });
-        canvas.addEventListener("focus", () => { drawHead(canvas, head); showTip(describe(head, cursor[0], cursor[1]), canvas); });
+        canvas.addEventListener("focus", () => {  // by keyboard only: a click focuses too
+          if (canvas.matches(":focus-visible")) { drawHead(canvas, head); showTip(describe(head, cursor[0], cursor[1]), canvas); }
+        });
         canvas.addEventListener("blur", () => { drawHead(canvas, head); tip.style.visibility = "hidden"; });
         canvas.addEventListener("keydown", (e) => {
           const n = model.get("n");
