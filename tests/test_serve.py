@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from mha_core.ui import serve
 
 REPO = Path(__file__).resolve().parents[1]
