@@ -6,11 +6,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv test test-fast lint dashboard slides screenshots lab bench weights notebooks clean
+.PHONY: help venv references test test-fast lint dashboard slides screenshots lab bench weights notebooks clean
 
 help:
 	@echo "make dashboard  serve the Voila dashboard on http://127.0.0.1:$(PORT)"
-	@echo "make test       ruff + pytest (unit, torch reference, browser) + nbval on every notebook"
+	@echo "make test       ruff + pytest (unit, torch reference, browser) + nbval on every notebook;"
+	@echo "                 without the reference libraries it ends with a red, counted NOT RUN list"
+	@echo "make references install the test-only reference libraries (torch) into .venv"
 	@echo "make slides     the walkthrough as reveal.js slides (classroom mode) on the same port"
 	@echo "make screenshots  re-take docs/dashboard*.png (390, 768, 1366 px) in headless Chromium"
 	@echo "make lab        JupyterLab on notebooks/"
@@ -27,6 +29,13 @@ $(STAMP): pyproject.toml $(shell find share etc -type f)
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# Test and benchmark references only, never package dependencies. Not installed by `make test`:
+# pip's default torch wheel on Linux brings several GB of CUDA libraries; where a CPU-only wheel
+# is wanted, install it first from PyTorch's own CPU index (see PyTorch's install page).
+REFERENCES ?= torch==2.13.0
+references: $(STAMP)
+	$(BIN)/python -m pip install --quiet $(REFERENCES)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -73,8 +82,7 @@ lab: $(STAMP)
 
 # torch is a benchmark reference only: installed here, never a package dependency.
 # BENCH_ARGS=--quick gives a CI-sized run; see `python -m benchmarks.run --help`.
-bench: $(STAMP)
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+bench: references
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
 weights: $(STAMP)

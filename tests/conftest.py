@@ -4,11 +4,18 @@ Strict mode (``CI=true`` or ``MHA_STRICT=1``): a skipped test is a failure, so a
 torch or chromium can never pass silently in CI. Notebook cells marked ``# NBVAL_SKIP``
 are the one exception (they are deliberate and visible in the notebook).
 Slow tests (the dashboard load test) only run with ``--run-slow``, which ``.ci/run`` passes.
+
+Outside strict mode a skip must still never read as a pass: the run ends with a red, counted
+list of every test and test module that did not run, grouped by reason, and how to run them
+(a missing reference library such as torch is installed by ``make references``). Any skip
+counts, whatever its cause (``importorskip``, a ``skipif`` marker, a missing browser).
 """
 
 from __future__ import annotations
 
 import os
+import re
+from collections import defaultdict
 
 import pytest
 
@@ -48,3 +55,56 @@ def pytest_make_collect_report(collector):
     if STRICT and report.skipped and not _is_notebook(report.nodeid):
         report.outcome = "failed"
         report.longrepr = f"module skipped in strict mode (CI=true): {report.longrepr}"
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+MISSING_MODULE = re.compile(r"could not import '([\w.]+)'")
+
+
+def _how_to_run(reasons) -> list[str]:
+    missing = sorted({m.group(1).split(".")[0] for r in reasons if (m := MISSING_MODULE.search(r))})
+    hints = []
+    if missing:
+        hints.append(f"missing {', '.join(missing)}: `make references` installs the test-only reference "
+                     "libraries (REFERENCES in the Makefile) into .venv; then `make test` again")
+    hints.append("`CI=true make test` (or MHA_STRICT=1) turns every skip into a failure")
+    return hints
+
+
+_NOT_RUN: list[tuple[str, bool]] = []  # (line, loud), printed after pytest's last line
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Count what did not run (a skip is not a pass); ``pytest_unconfigure`` prints it last."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if not _is_notebook(r.nodeid)]
+    if not skipped:
+        return
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for r in skipped:
+        by_reason[_skip_reason(r)].append(r.nodeid + (" (whole module)" if r.when == "collect" else ""))
+    n_modules = sum(r.when == "collect" for r in skipped)
+    n_tests = len(skipped) - n_modules
+    counts = " and ".join(f"{n} {what}{'s' if n != 1 else ''}" for n, what in ((n_modules, "test module"),
+                                                                           (n_tests, "test")) if n)
+    for reason, nodes in sorted(by_reason.items()):
+        _NOT_RUN.append((f"{len(nodes):>4} x {reason}", True))
+        _NOT_RUN.extend((f"         {node}", False) for node in nodes[:5])
+        if len(nodes) > 5:
+            _NOT_RUN.append((f"         ... and {len(nodes) - 5} more", False))
+    _NOT_RUN.extend((f"  to run them: {hint}", True) for hint in _how_to_run(by_reason))
+    _NOT_RUN.append((f"NOT RUN: {counts} skipped. A skip is not a pass.", True))
+
+
+def pytest_unconfigure(config):
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None or not _NOT_RUN:
+        return
+    tr.write_sep("!", "skipped: these checks did NOT run", red=True, bold=True)
+    for line, loud in _NOT_RUN:
+        tr.write_line(line, red=loud, bold=loud)
+    _NOT_RUN.clear()

@@ -39,14 +39,17 @@ def divisors(n: int) -> list[int]:
 
 
 @st.composite
-def configs(draw, gqa: bool = True, bias: bool | None = None) -> MHAConfig:
-    """An ``MHAConfig`` with ``h`` dividing ``d_model`` and ``n_kv`` dividing ``h``."""
+def configs(draw, gqa: bool = True, bias: bool | None = None, same_d_v: bool = False) -> MHAConfig:
+    """An ``MHAConfig`` with ``h`` dividing ``d_model``, ``n_kv`` dividing ``h``, and a value width
+    ``d_v`` drawn independently of ``d_k`` (unless ``same_d_v``: ``torch.nn.MultiheadAttention``
+    has a single head width)."""
     h = draw(st.integers(1, MAX_HEADS))
     d_k = draw(st.integers(1, MAX_D_K))
+    d_v = d_k if same_d_v else draw(st.integers(1, MAX_D_K))
     n_kv = draw(st.sampled_from(divisors(h))) if gqa else h
     n_kv_heads = draw(st.sampled_from([None, h])) if n_kv == h else n_kv
     with_bias = draw(st.booleans()) if bias is None else bias
-    return MHAConfig(h * d_k, h, n_kv_heads=n_kv_heads, bias=with_bias)
+    return MHAConfig(h * d_k, h, n_kv_heads=n_kv_heads, bias=with_bias, d_v=d_v)
 
 
 batches = st.one_of(st.none(), st.integers(1, MAX_B))
@@ -93,16 +96,19 @@ MASK_KINDS = ("none", "qk", "per_head", "full", "padding")
 
 
 @st.composite
-def mha_cases(draw, gqa: bool = True, cross: bool | None = None, masks: bool = True) -> Case:
+def mha_cases(
+    draw, gqa: bool = True, cross: bool | None = None, masks: bool = True, same_d_v: bool = False,
+    max_n: int = MAX_N,
+) -> Case:
     """A random ``multi_head_attention`` call: config, batch, lengths, dtype, mask and causal."""
-    config = draw(configs(gqa=gqa))
+    config = draw(configs(gqa=gqa, same_d_v=same_d_v))
     batch = draw(batches)
     dtype = draw(dtypes)
     rng = np.random.default_rng(draw(seeds))
     lead = () if batch is None else (batch,)
-    n_q = draw(lengths)
+    n_q = draw(st.integers(1, max_n))
     is_cross = draw(st.booleans()) if cross is None else cross
-    n_k = draw(lengths) if is_cross else n_q
+    n_k = draw(st.integers(1, max_n)) if is_cross else n_q
     x = rng.standard_normal((*lead, n_q, config.d_model)).astype(dtype)  # (B?, N_q, d_model)
     x_kv = rng.standard_normal((*lead, n_k, config.d_model)).astype(dtype) if is_cross else None
     params = init_params(config, rng, dtype=dtype)
@@ -133,12 +139,6 @@ def logits(draw, max_magnitude: float = 1e4) -> np.ndarray:
     return (scale * rng.uniform(-1, 1, size=shape)).astype(dtype)
 
 
-def reference_causal(n_q: int, n_k: int) -> np.ndarray:
-    """Causal mask built by the definition: query i (the (N_k - N_q + i)-th position) sees keys j <= it."""
-    offset = n_k - n_q
-    return np.array([[j <= i + offset for j in range(n_k)] for i in range(n_q)], dtype=bool)
-
-
 __all__ = [
     "DTYPES",
     "Case",
@@ -148,7 +148,6 @@ __all__ = [
     "lengths",
     "logits",
     "mha_cases",
-    "reference_causal",
     "seeds",
     "tol",
 ]

@@ -8,35 +8,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from references import attention_by_loops
 from strategies import dtypes, seeds
 
 from mha_core import Tracer, causal_mask, scaled_dot_product_attention
-
-
-def attention_by_loops(q, k, v, mask=None, scale=None):
-    """One query row at a time: s_j = scale * sum_c q_c k_jc, w_j = exp(s_j - max) / sum, out = sum_j w_j v_j.
-
-    q (N_q, d_k), k (N_k, d_k), v (N_k, d_v), mask (N_q, N_k) or None; Python floats throughout.
-    A row with no allowed key gives zero weights and a zero output (the documented contract).
-    """
-    n_q, d_k = len(q), len(q[0])
-    n_k, d_v = len(k), len(v[0])
-    scale = 1.0 / math.sqrt(d_k) if scale is None else scale
-    out = [[0.0] * d_v for _ in range(n_q)]
-    weights = [[0.0] * n_k for _ in range(n_q)]
-    for i in range(n_q):
-        allowed = [j for j in range(n_k) if mask is None or mask[i][j]]
-        if not allowed:
-            continue
-        s = {j: scale * sum(float(q[i][c]) * float(k[j][c]) for c in range(d_k)) for j in allowed}
-        top = max(s.values())
-        e = {j: math.exp(s[j] - top) for j in allowed}
-        total = sum(e.values())
-        for j in allowed:
-            weights[i][j] = e[j] / total
-            for c in range(d_v):
-                out[i][c] += weights[i][j] * float(v[j][c])
-    return np.array(out), np.array(weights)
 
 
 @st.composite

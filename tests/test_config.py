@@ -17,13 +17,13 @@ from mha_core import MHAConfig, init_params
 def test_init_params_shapes_follow_the_convention(config):
     p = init_params(config, 0)
     d, h, n_kv = config.d_model, config.n_heads, config.n_kv
-    d_k = d // h
+    d_k, d_v = d // h, config.d_v
     assert config.d_k == d_k
     assert config.n_kv == (h if config.n_kv_heads is None else config.n_kv_heads)
     assert config.group_size * config.n_kv == h
-    expected = {"W_Q": (d, h * d_k), "W_K": (d, n_kv * d_k), "W_V": (d, n_kv * d_k), "W_O": (h * d_k, d)}
+    expected = {"W_Q": (d, h * d_k), "W_K": (d, n_kv * d_k), "W_V": (d, n_kv * d_v), "W_O": (h * d_v, d)}
     if config.bias:
-        expected.update({"b_Q": (h * d_k,), "b_K": (n_kv * d_k,), "b_V": (n_kv * d_k,), "b_O": (d,)})
+        expected.update({"b_Q": (h * d_k,), "b_K": (n_kv * d_k,), "b_V": (n_kv * d_v,), "b_O": (d,)})
     assert {k: v.shape for k, v in p.items()} == expected
 
 
@@ -58,6 +58,7 @@ def test_config_properties_and_frozen():
     assert (cfg.h, cfg.d_k, cfg.n_kv, cfg.group_size) == (8, 64, 2, 4)
     assert MHAConfig(512, 8).n_kv == 8
     assert MHAConfig(512, 8, 1).group_size == 8  # MQA
+    assert MHAConfig(512, 8).d_v == 64 and MHAConfig(512, 8, d_v=32).d_v == 32  # d_v defaults to d_k
     with pytest.raises(dataclasses.FrozenInstanceError):
         cfg.d_model = 4
 
@@ -80,6 +81,8 @@ def test_config_properties_and_frozen():
         ({"d_model": 8, "n_heads": 4, "n_kv_heads": False}, TypeError, "n_kv_heads"),
         ({"d_model": 8, "n_heads": 4, "bias": 1}, TypeError, "bias"),
         ({"d_model": 8, "n_heads": 4, "bias": "yes"}, TypeError, "bias"),
+        ({"d_model": 8, "n_heads": 4, "d_v": 0}, ValueError, "d_v must be a positive int"),
+        ({"d_model": 8, "n_heads": 4, "d_v": 2.0}, TypeError, "d_v must be a positive int"),
     ],
 )
 def test_config_rejects(kwargs, exc, match):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import reference_causal
+from references import reference_causal
 
 from mha_core import causal_mask, padding_mask
 

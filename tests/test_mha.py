@@ -6,14 +6,18 @@ fused (``multi_head_attention``) == per-head loop (``multi_head_attention_per_he
 
 from __future__ import annotations
 
+import contextlib
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
+from references import allowed_keys, reference_mha, reference_mha_case
 from strategies import mha_cases, tol
 
 from mha_core import (
     MHAConfig,
-    causal_mask,
     head_contributions,
     head_outputs,
     init_params,
@@ -21,32 +25,6 @@ from mha_core import (
     multi_head_attention_per_head,
     padding_mask,
 )
-
-
-def reference_mha(x, params, h, x_kv=None, mask=None, n_kv=None):
-    """Multi-head attention written from the texts' formulas in float64, independent of mha_core.
-
-    x (N_q, d_model); mask (h, N_q, N_k) bool or None. Head i reads kv head i // (h // n_kv).
-    """
-    p = {k: v.astype(np.float64) for k, v in params.items()}
-    x = x.astype(np.float64)
-    x_kv = x if x_kv is None else x_kv.astype(np.float64)
-    n_kv = h if n_kv is None else n_kv
-    d_k = p["W_Q"].shape[1] // h
-    Q = x @ p["W_Q"] + p.get("b_Q", 0.0)  # (N_q, h*d_k)
-    K = x_kv @ p["W_K"] + p.get("b_K", 0.0)  # (N_k, n_kv*d_k)
-    V = x_kv @ p["W_V"] + p.get("b_V", 0.0)  # (N_k, n_kv*d_k)
-    heads = []
-    for i in range(h):
-        j = i // (h // n_kv)
-        q, k, v = Q[:, i * d_k:(i + 1) * d_k], K[:, j * d_k:(j + 1) * d_k], V[:, j * d_k:(j + 1) * d_k]
-        s = q @ k.T / np.sqrt(d_k)  # (N_q, N_k)
-        allowed = np.ones(s.shape, bool) if mask is None else mask[i]
-        e = np.where(allowed, np.exp(s - np.where(allowed, s, -np.inf).max(axis=1, keepdims=True)), 0.0)
-        total = e.sum(axis=1, keepdims=True)
-        w = np.divide(e, total, out=np.zeros_like(e), where=total > 0)
-        heads.append(w @ v)  # (N_q, d_k)
-    return np.concatenate(heads, axis=1) @ p["W_O"] + p.get("b_O", 0.0)  # (N_q, d_model)
 
 
 @settings(deadline=None, max_examples=150)
@@ -64,11 +42,7 @@ def test_fused_equals_per_head_equals_sum_of_contributions(case):
     np.testing.assert_allclose(w_loop, w, **t)
     np.testing.assert_allclose(contrib.sum(axis=-3) + case.params.get("b_O", 0), out, **t)
     # The weights obey the mask: zero where not allowed, rows sum to 1 or (no key allowed) to 0.
-    allowed = np.ones(w.shape, bool)
-    if case.mask is not None:
-        allowed &= case.mask
-    if case.causal:
-        allowed &= causal_mask(case.n_q, case.n_k)
+    allowed = allowed_keys(case)
     assert (w[~allowed] == 0).all()
     sums = w.sum(axis=-1)
     np.testing.assert_allclose(sums, allowed.any(axis=-1).astype(float), atol=1e-5)
@@ -77,43 +51,73 @@ def test_fused_equals_per_head_equals_sum_of_contributions(case):
 @settings(deadline=None, max_examples=60)
 @given(mha_cases())
 def test_matches_independent_float64_reference(case):
-    h, n_kv = case.config.n_heads, case.config.n_kv
-    out = multi_head_attention(case.x, case.params, h, **case.kwargs)
-    allowed = np.ones((*case.lead, h, case.n_q, case.n_k), bool)
-    if case.mask is not None:
-        allowed &= case.mask
-    if case.causal:
-        allowed &= causal_mask(case.n_q, case.n_k)
-    xs = case.x if case.lead else case.x[None]
-    kvs = None if case.x_kv is None else (case.x_kv if case.lead else case.x_kv[None])
-    masks = allowed if case.lead else allowed[None]
-    ref = np.stack([
-        reference_mha(xs[b], case.params, h, None if kvs is None else kvs[b], masks[b], n_kv)
-        for b in range(len(xs))
-    ])
-    np.testing.assert_allclose(out if case.lead else out[None], ref, **tol(case.x.dtype))
+    out = multi_head_attention(case.x, case.params, case.config.n_heads, **case.kwargs)
+    np.testing.assert_allclose(out, reference_mha_case(case), **tol(case.x.dtype))
 
 
-@settings(deadline=None, max_examples=40)
-@given(mha_cases(gqa=False))
-def test_n_kv_equal_h_is_plain_mha(case):
-    h = case.config.n_heads
-    kw = {**case.kwargs, "n_kv_heads": None}
-    np.testing.assert_array_equal(
-        multi_head_attention(case.x, case.params, h, **kw),
-        multi_head_attention(case.x, case.params, h, **{**kw, "n_kv_heads": h}),
-    )
+@contextlib.contextmanager
+def one_query_row_per_block():
+    """Make the attention's blocked path (``attention._attend``) run on blocks of one query row
+    (up to ``MAX_SCORE_BLOCKS`` blocks), so a layer of N <= 12 queries runs on several blocks."""
+    from mha_core.core import attention
+
+    assert hasattr(attention, "SCORE_BLOCK_BYTES"), "the blocked path's block-size knob moved: update this test"
+    with mock.patch.object(attention, "SCORE_BLOCK_BYTES", 1):
+        yield
+
+
+def test_one_query_row_per_block_really_splits_the_work():
+    from mha_core.core import attention
+
+    p = init_params(MHAConfig(8, 2), 0, dtype=np.float64)
+    x = np.random.default_rng(0).standard_normal((2, 6, 8))
+    calls = []
+    real = attention.softmax_
+
+    def counting_softmax(scores, axis=-1):
+        calls.append(scores.shape)
+        return real(scores, axis=axis)
+
+    with one_query_row_per_block(), mock.patch.object(attention, "softmax_", counting_softmax):
+        multi_head_attention(x, p, 2, causal=True)
+    assert calls == [(2, 2, 1, 6)] * 6  # six blocks of one query row: (B, h, rows, N_k)
+
+
+@settings(deadline=None, max_examples=80)
+@given(mha_cases(max_n=12), st.booleans())
+def test_several_blocks_agree_with_the_reference(case, keep_weights):
+    """The layer on many query-row blocks (GQA, masks, batch, cross) against the per-head loop,
+    the float64 reference and (for the weights) the allowed-key pattern."""
+    h, kw = case.config.n_heads, case.kwargs
+    t = tol(case.x.dtype)
+    with one_query_row_per_block():
+        if keep_weights:
+            out, w = multi_head_attention(case.x, case.params, h, return_weights=True, **kw)
+            allowed = allowed_keys(case)
+            assert (w[~allowed] == 0).all()
+            np.testing.assert_allclose(w.sum(axis=-1), allowed.any(axis=-1).astype(float), atol=1e-5)
+        else:
+            out = multi_head_attention(case.x, case.params, h, **kw)
+        heads = head_outputs(case.x, case.params, h, **kw)
+    np.testing.assert_allclose(out, reference_mha_case(case), **t)
+    np.testing.assert_allclose(out, multi_head_attention_per_head(case.x, case.params, h, **kw), **t)
+    np.testing.assert_allclose(merge(heads) @ case.params["W_O"] + case.params.get("b_O", 0), out, **t)
+
+
+def merge(heads: np.ndarray) -> np.ndarray:
+    """(..., h, N_q, d_v) -> (..., N_q, h*d_v), head i in columns i*d_v:(i+1)*d_v, by concatenation."""
+    return np.concatenate([heads[..., i, :, :] for i in range(heads.shape[-3])], axis=-1)
 
 
 def repeat_kv_heads(params: dict, h: int, n_kv: int) -> dict:
     """Plain-MHA weights in which query head i gets its own copy of kv head i // (h // n_kv)."""
-    d_k = params["W_Q"].shape[1] // h
     full = dict(params)
     for name in ("W_K", "W_V", "b_K", "b_V"):
         if name in params:
             a = params[name]
-            blocks = [a[..., (i // (h // n_kv)) * d_k:(i // (h // n_kv) + 1) * d_k] for i in range(h)]
-            full[name] = np.concatenate(blocks, axis=-1)  # (.., h*d_k)
+            d = a.shape[-1] // n_kv  # d_k for K, d_v for V
+            blocks = [a[..., (i // (h // n_kv)) * d:(i // (h // n_kv) + 1) * d] for i in range(h)]
+            full[name] = np.concatenate(blocks, axis=-1)  # (.., h*d)
     return full
 
 
@@ -185,7 +189,7 @@ def test_cross_attention_uses_x_kv():
     out, w = multi_head_attention(x, p, 2, x_kv=x_kv, return_weights=True)
     assert out.shape == (3, 8) and w.shape == (2, 3, 7)
     assert not np.allclose(out, multi_head_attention(x, p, 2))
-    np.testing.assert_allclose(multi_head_attention(x, p, 2, x_kv=x), multi_head_attention(x, p, 2))
+    np.testing.assert_allclose(out, reference_mha(x, p, 2, x_kv=x_kv), rtol=1e-10, atol=1e-12)
 
 
 def test_head_mask_removes_that_heads_contribution():
@@ -327,3 +331,20 @@ def test_non_contiguous_input():
     p = init_params(cfg, 9, dtype=np.float64)
     x = np.random.default_rng(9).standard_normal((8, 5)).T  # (N=5, d_model=8), a transposed view
     np.testing.assert_allclose(multi_head_attention(x, p, 2), multi_head_attention(np.ascontiguousarray(x), p, 2))
+
+
+@pytest.mark.parametrize("d_v", [2, 7])
+@pytest.mark.parametrize("n_kv", [3, 1])
+def test_value_width_differs_from_key_width(d_v, n_kv):
+    # d_k = 12 / 3 = 4: V is sliced by d_v, W_O has h*d_v rows, the output keeps d_model.
+    cfg = MHAConfig(12, 3, n_kv_heads=n_kv, bias=True, d_v=d_v)
+    p = init_params(cfg, 10, dtype=np.float64)
+    assert p["W_V"].shape == (12, n_kv * d_v) and p["W_O"].shape == (3 * d_v, 12)
+    x = np.random.default_rng(10).standard_normal((2, 5, 12))
+    out = multi_head_attention(x, p, 3, n_kv_heads=n_kv, causal=True)
+    assert head_outputs(x, p, 3, n_kv_heads=n_kv).shape == (2, 3, 5, d_v)
+    allowed = np.broadcast_to(np.tril(np.ones((5, 5), bool)), (3, 5, 5))
+    ref = np.stack([reference_mha(x[b], p, 3, mask=allowed, n_kv=n_kv) for b in range(2)])
+    np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-12)
+    loop = multi_head_attention_per_head(x, p, 3, n_kv_heads=n_kv, causal=True)
+    np.testing.assert_allclose(loop, ref, rtol=1e-10, atol=1e-12)

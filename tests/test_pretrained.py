@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 
 from mha_core.training import pretrained
-from mha_core.training.trainer import ModelConfig, accuracy, count_model_params, train
+from mha_core.training.trainer import (
+    ModelConfig,
+    accuracy,
+    converged_step,
+    count_model_params,
+    slot_accuracy,
+    train,
+)
 
 RECORD = pretrained.load_record()
 # Retraining on another machine may round differently in the last bits; over 600 steps that can
@@ -20,6 +27,15 @@ ACC_TOL = 0.01
 # Another BLAS or a later edit of the core's rounding can flip an exact tie in an arg-max; allow
 # two of the 9,000 held-out answers to differ from the record.
 ANSWERS_TOL = 2 / (pretrained.EVAL_BATCH * pretrained.TASK.n_targets)
+# The single head's 3,000-step runs are sensitive to last-bit rounding, unlike the 600-step runs
+# (which this machine reproduces exactly). Measured on this machine for seed 0: pair accuracy
+# 0.2003 against the recorded 0.1786, and the same with the code that wrote the record (75a5905)
+# and with 1 or 2 BLAS threads; the control converged at step 2,130 against the recorded 2,282.
+# So the long runs are compared with the record at the level of the claim: the stuck head within
+# STUCK_TOL of the recorded seeds' mean (0.20), the control's convergence step within
+# CONVERGED_TOL (10% of its 3,000-step budget).
+STUCK_TOL = 0.05
+CONVERGED_TOL = 300
 # The configuration the reproduction test retrains: two heads converge fastest per second.
 REPRO_HEADS, REPRO_SEED = 2, 0
 
@@ -132,3 +148,33 @@ def test_run_experiment_save_and_load_round_trip(tmp_path):
     for k, a in models[(2, 1)].items():
         np.testing.assert_array_equal(again.params[k], a)
     assert pretrained.accuracy_table(record).shape == (2, 2)
+
+
+def test_the_headline_experiment_recomputed():
+    """Retrain, not read back: one single head with LONG_FACTOR x the budget stays near chance on
+    the pair (one slot right, the other not), while the same head on CONTROL_TASK, with the same
+    long budget, converges. Both are compared with the record that the README and notebook 08 cite."""
+    seed = pretrained.LONG_SEEDS[0]
+    long = replace(pretrained.TRAIN, steps=pretrained.TRAIN.steps * pretrained.LONG_FACTOR, seed=seed)
+    one_head = ModelConfig(1, pretrained.D_MODEL)
+    stuck = train(pretrained.TASK, one_head, long)
+    control = train(pretrained.CONTROL_TASK, one_head, long)
+    x, y = pretrained.eval_set()
+    cx, cy = pretrained.eval_set(pretrained.CONTROL_TASK)
+    rec_long, rec_control = RECORD["long_budget"], RECORD["control"]
+    assert rec_long["steps"] == long.steps == rec_control["steps"][-1] and rec_control["seed"] == seed
+    # the record, recomputed
+    stuck_acc = accuracy(stuck.params, x, y, 1)
+    control_acc = accuracy(control.params, cx, cy, 1)
+    recorded_stuck = np.mean(list(rec_long["accuracy"].values()))
+    assert stuck_acc == pytest.approx(recorded_stuck, abs=STUCK_TOL)
+    assert converged_step(stuck.losses) is rec_long["converged_step"][str(seed)] is None
+    assert control_acc == pytest.approx(rec_control["accuracy"][-1], abs=ACC_TOL)
+    converged = converged_step(control.losses)
+    assert converged == pytest.approx(rec_control["converged_step"][-1], abs=CONVERGED_TOL)
+    # the claim itself: the control needs more than the shared budget and gets there within the
+    # long one; the 16-token single head, with the same long budget, stays far below every
+    # multi-head run, getting one slot of the pair but not both
+    assert pretrained.TRAIN.steps < converged <= long.steps
+    assert stuck_acc < pretrained.accuracy_table(RECORD)[1:].min() - 0.5
+    assert max(slot_accuracy(stuck.params, x, y, 1)) > 0.9

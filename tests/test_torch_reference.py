@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import configs, mha_cases, seeds, tol
+from references import allowed_keys
+from strategies import MAX_D_K, configs, mha_cases, seeds, tol
 
 from mha_core import (
     MHAConfig,
@@ -29,6 +30,7 @@ from mha_core import (
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
+causal_lower_right = pytest.importorskip("torch.nn.attention.bias").causal_lower_right
 
 pytestmark = pytest.mark.torch
 
@@ -55,23 +57,13 @@ def torch_mha(config: MHAConfig, params: dict):
     return m.eval()
 
 
-def allowed_of(case) -> np.ndarray:
-    """The full (B?, h, N_q, N_k) bool "may attend" array a case asks for."""
-    allowed = np.ones((*case.lead, case.config.n_heads, case.n_q, case.n_k), bool)
-    if case.mask is not None:
-        allowed &= case.mask
-    if case.causal:
-        allowed &= causal_mask(case.n_q, case.n_k)
-    return allowed
-
-
 @settings(deadline=None, max_examples=60)
-@given(mha_cases(gqa=False))
+@given(mha_cases(gqa=False, same_d_v=True))  # the module has one head width: d_v = d_k
 def test_multihead_attention_module(case):
     config, h = case.config, case.config.n_heads
     out, w = multi_head_attention(case.x, case.params, h, return_weights=True, **case.kwargs)
     out_loop = multi_head_attention_per_head(case.x, case.params, h, **case.kwargs)
-    allowed = allowed_of(case)
+    allowed = allowed_keys(case)
     # torch's attn_mask: True = not allowed, shape (N_q, N_k) or (B*h, N_q, N_k) / (h, N_q, N_k).
     attn_mask = ~allowed.reshape(-1, case.n_q, case.n_k)
     kv = case.x if case.x_kv is None else case.x_kv
@@ -102,9 +94,9 @@ def test_key_padding_mask_and_is_causal(dtype, bias):
     m = torch_mha(cfg, p)
     with torch.no_grad():
         t_out, t_w = m(t(x), t(x), t(x), key_padding_mask=t(~mask[:, 0, 0]), average_attn_weights=False)
-        c_out, c_w = m(
-            t(x), t(x), t(x), attn_mask=t(~causal_mask(6)), is_causal=True, average_attn_weights=False
-        )
+        # torch's own triangle (-inf above the diagonal); is_causal=True is only a hint about it
+        future = torch.nn.Transformer.generate_square_subsequent_mask(6, dtype=TORCH_DTYPE[np.dtype(dtype)])
+        c_out, c_w = m(t(x), t(x), t(x), attn_mask=future, is_causal=True, average_attn_weights=False)
     out, w = multi_head_attention(x, p, 4, mask=mask, return_weights=True)
     np.testing.assert_allclose(out, t_out.numpy(), **tol(dtype))
     np.testing.assert_allclose(w, t_w.numpy(), **tol(dtype))
@@ -126,16 +118,17 @@ def test_unbatched_input_and_averaged_weights():
 
 @st.composite
 def sdpa_cases(draw):
-    """q (B, h, N_q, d), k/v (B, n_kv, N_k, d) and a mask that leaves every query a key."""
+    """q (B, h, N_q, d_k), k (B, n_kv, N_k, d_k), v (B, n_kv, N_k, d_v), a mask kind that leaves
+    every query a key, and the mask itself (the causal one from mha_core, to be checked)."""
     rng = np.random.default_rng(draw(seeds))
     config = draw(configs())
-    h, n_kv, d_k = config.n_heads, config.n_kv, config.d_k
+    h, n_kv, d_k, d_v = config.n_heads, config.n_kv, config.d_k, config.d_v
     b, n_q = draw(st.integers(1, 3)), draw(st.integers(1, 6))
     n_k = draw(st.integers(n_q, 7))  # N_k >= N_q: the causal mask never empties a row
     dtype = draw(st.sampled_from([np.float32, np.float64]))
     q = rng.standard_normal((b, h, n_q, d_k)).astype(dtype)
     k = rng.standard_normal((b, n_kv, n_k, d_k)).astype(dtype)
-    v = rng.standard_normal((b, n_kv, n_k, d_k)).astype(dtype)
+    v = rng.standard_normal((b, n_kv, n_k, d_v)).astype(dtype)
     kind = draw(st.sampled_from(["none", "causal", "random"]))
     if kind == "causal":
         mask = causal_mask(n_q, n_k)
@@ -145,19 +138,20 @@ def sdpa_cases(draw):
     else:
         mask = None
     scale = draw(st.one_of(st.none(), st.floats(0.1, 2.0)))
-    return q, k, v, mask, scale
+    return q, k, v, kind, mask, scale
 
 
 @settings(deadline=None, max_examples=60)
 @given(sdpa_cases())
 def test_scaled_dot_product_attention_with_gqa(case):
-    q, k, v, mask, scale = case
+    q, k, v, kind, mask, scale = case
     h, n_kv = q.shape[1], k.shape[1]
     g = h // n_kv
+    # torch builds its own causal triangle (bottom-right aligned, as ours) instead of reading ours
+    t_mask = causal_lower_right(q.shape[2], k.shape[2]) if kind == "causal" else None if mask is None else t(mask)
     with torch.no_grad():
-        t_out = F.scaled_dot_product_attention(
-            t(q), t(k), t(v), attn_mask=None if mask is None else t(mask), scale=scale, enable_gqa=True
-        ).numpy()
+        t_out = F.scaled_dot_product_attention(t(q), t(k), t(v), attn_mask=t_mask, scale=scale, enable_gqa=True)
+    t_out = t_out.numpy()  # (B, h, N_q, d_v)
     # Ours: view the h query heads as (n_kv, g) groups against one K/V head each.
     qg = q.reshape(q.shape[0], n_kv, g, *q.shape[2:])  # (B, n_kv, g, N_q, d_k)
     mg = None if mask is None else np.broadcast_to(mask, (q.shape[0], h, q.shape[2], k.shape[2])).reshape(
@@ -167,37 +161,62 @@ def test_scaled_dot_product_attention_with_gqa(case):
     np.testing.assert_allclose(out.reshape(t_out.shape), t_out, **tol(q.dtype))
 
 
-@settings(deadline=None, max_examples=40)
-@given(mha_cases(), st.booleans())
-def test_gqa_layer_against_torch_sdpa(case, use_is_causal):
-    """The whole GQA layer rebuilt in torch: projections, heads, F.sdpa(enable_gqa), concat, W_O."""
-    h, n_kv, d_k = case.config.n_heads, case.config.n_kv, case.config.d_k
-    allowed = allowed_of(case)
-    x = case.x if case.lead else case.x[None]
-    kv = x if case.x_kv is None else (case.x_kv if case.lead else case.x_kv[None])
+def torch_layer(params: dict, x: np.ndarray, kv: np.ndarray, h: int, n_kv: int, **sdpa_kwargs) -> np.ndarray:
+    """The whole layer rebuilt in torch: projections, heads, ``F.sdpa(enable_gqa)``, concat, ``W_O``.
+
+    x (B, N_q, d_model), kv (B, N_k, d_model_kv); ``sdpa_kwargs`` carry the mask or ``is_causal``.
+    """
     b, n_q, n_k = x.shape[0], x.shape[1], kv.shape[1]
-    p = {name: t(a) for name, a in case.params.items()}
+    d_k, d_v = params["W_Q"].shape[1] // h, params["W_V"].shape[1] // n_kv
+    p = {name: t(a) for name, a in params.items()}
     zero = torch.zeros((), dtype=p["W_Q"].dtype)
     with torch.no_grad():
         Q = t(x) @ p["W_Q"] + p.get("b_Q", zero)  # (B, N_q, h*d_k)
         K = t(kv) @ p["W_K"] + p.get("b_K", zero)  # (B, N_k, n_kv*d_k)
-        V = t(kv) @ p["W_V"] + p.get("b_V", zero)  # (B, N_k, n_kv*d_k)
+        V = t(kv) @ p["W_V"] + p.get("b_V", zero)  # (B, N_k, n_kv*d_v)
         Qh = Q.view(b, n_q, h, d_k).transpose(1, 2)  # (B, h, N_q, d_k)
         Kh = K.view(b, n_k, n_kv, d_k).transpose(1, 2)  # (B, n_kv, N_k, d_k)
-        Vh = V.view(b, n_k, n_kv, d_k).transpose(1, 2)  # (B, n_kv, N_k, d_k)
-        only_causal = case.mask is None and case.causal and n_q == n_k
-        if use_is_causal and only_causal:  # torch's is_causal is top-left aligned: same as ours when square
-            heads = F.scaled_dot_product_attention(Qh, Kh, Vh, is_causal=True, enable_gqa=True)
-        else:
-            m = t(allowed if case.lead else allowed[None])  # (B, h, N_q, N_k), True = may attend
-            heads = F.scaled_dot_product_attention(Qh, Kh, Vh, attn_mask=m, enable_gqa=True)
-        concat = heads.transpose(1, 2).reshape(b, n_q, h * d_k)  # (B, N_q, h*d_k)
-        t_out = (concat @ p["W_O"] + p.get("b_O", zero)).numpy()  # (B, N_q, d_model)
+        Vh = V.view(b, n_k, n_kv, d_v).transpose(1, 2)  # (B, n_kv, N_k, d_v)
+        heads = F.scaled_dot_product_attention(Qh, Kh, Vh, enable_gqa=True, **sdpa_kwargs)  # (B, h, N_q, d_v)
+        concat = heads.transpose(1, 2).reshape(b, n_q, h * d_v)  # (B, N_q, h*d_v)
+        return (concat @ p["W_O"] + p.get("b_O", zero)).numpy()  # (B, N_q, d_model)
+
+
+@settings(deadline=None, max_examples=40)
+@given(mha_cases())
+def test_gqa_layer_against_torch_sdpa(case):
+    """GQA, d_v != d_k, masks, cross-attention: our layer against the torch rebuild. A causal-only
+    case lets torch build its own triangle; otherwise the reference's allowed-key array is passed."""
+    h, n_kv = case.config.n_heads, case.config.n_kv
+    allowed = allowed_keys(case)
+    x = case.x if case.lead else case.x[None]
+    kv = x if case.x_kv is None else (case.x_kv if case.lead else case.x_kv[None])
+    if case.causal and case.mask is None:
+        torch_mask = {"attn_mask": causal_lower_right(x.shape[1], kv.shape[1])}
+    else:
+        torch_mask = {"attn_mask": t(allowed if case.lead else allowed[None])}  # (B, h, N_q, N_k), True = may attend
+    t_out = torch_layer(case.params, x, kv, h, n_kv, **torch_mask)
     out = multi_head_attention(case.x, case.params, h, **case.kwargs)
     out = out if case.lead else out[None]
     # A query with no allowed key in some head is NaN in torch (0 before W_O in ours): skip those rows.
     query_ok = (allowed if case.lead else allowed[None]).any(axis=-1).all(axis=-2)  # (B, N_q)
     np.testing.assert_allclose(out[query_ok], t_out[query_ok], **tol(case.x.dtype))
+
+
+@pytest.mark.parametrize(("n_q", "n_k"), [(7, 7), (2, 7), (4, 7)])
+@pytest.mark.parametrize("d_v", [3, MAX_D_K + 2])
+def test_torch_builds_its_own_causal_triangle(n_q, n_k, d_v):
+    """Always runs (no hypothesis draw): torch's is_causal=True (square) or causal_lower_right
+    (N_q < N_k, as in decoding with a cache) against ``causal=True``, with GQA, batch and d_v != d_k."""
+    h, n_kv, d_model = 4, 2, 16  # d_k = 4
+    cfg = MHAConfig(d_model, h, n_kv_heads=n_kv, bias=True, d_v=d_v)
+    p = init_params(cfg, 11, dtype=np.float64)
+    rng = np.random.default_rng(11)
+    x, x_kv = rng.standard_normal((2, n_q, d_model)), rng.standard_normal((2, n_k, d_model))
+    torch_causal = {"is_causal": True} if n_q == n_k else {"attn_mask": causal_lower_right(n_q, n_k)}
+    t_out = torch_layer(p, x, x_kv, h, n_kv, **torch_causal)
+    out = multi_head_attention(x, p, h, x_kv=x_kv, n_kv_heads=n_kv, causal=True)
+    np.testing.assert_allclose(out, t_out, rtol=1e-10, atol=1e-12)
 
 
 def test_cross_attention_with_kdim():

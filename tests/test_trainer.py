@@ -175,3 +175,23 @@ def test_converged_step():
     assert converged_step(np.zeros(5), window=10) is None
     with pytest.raises(ValueError, match="losses must be 1-D"):
         converged_step(np.zeros((2, 3)))
+
+
+def test_accuracy_and_slot_accuracy_by_hand():
+    # A model whose answers are known without running it: W_V = 0 silences attention, so the
+    # residual stream is the one-hot token (tok_emb = I, pos_emb = 0); slot 0 reads it back
+    # (it always answers "the current token"), slot 1 always answers token 2 (through b_out).
+    V, N = 4, 4
+    task = OffsetPairTask(V, N, (1, 2))
+    params = init_model(task, ModelConfig(1, d_model=V), 0)
+    params.update(tok_emb=np.eye(V), pos_emb=np.zeros((N, V)), W_V=np.zeros((V, V)),
+                  W_out=np.hstack([np.eye(V), np.zeros((V, V))]), b_out=np.r_[np.zeros(V), np.eye(V)[2]])
+    x = np.array([[0, 1, 2, 3], [3, 3, 0, 1]])
+    pair = lambda a, b: V * a + b  # noqa: E731
+    y = np.array([
+        [IGNORE, pair(1, 2), pair(2, 1), pair(0, 2)],  # right; slot 1 wrong; slot 0 wrong (x=3)
+        [IGNORE, IGNORE, pair(0, 2), pair(1, 2)],  # right; right
+    ])
+    assert accuracy(params, x, y, 1) == pytest.approx(3 / 5)
+    assert slot_accuracy(params, x, y, 1) == pytest.approx((4 / 5, 4 / 5))
+    assert accuracy(params, x, y, 1, head_mask=np.zeros(1)) == pytest.approx(3 / 5)  # nothing to remove

@@ -16,9 +16,9 @@ A masked score is ``-inf``, its weight is exactly 0, so its ``dscores`` is exact
 masks need no special case in the backward pass.
 
 Multi-head attention adds the projections, the split into heads, GQA's shared key/value heads
-(their gradient is the sum over the query heads of the group) and ``W_O``. The forward here
-runs the same steps as ``mha_core.multi_head_attention`` (and the tests check it gives the
-same output); it only keeps the intermediate arrays the backward pass needs.
+(their gradient is the sum over the query heads of the group) and ``W_O``. Its forward is
+``mha_core.multi_head_attention``'s own (``mha._layer_forward``), asked to keep the
+intermediate arrays the backward pass needs.
 
 Symbols: ``B`` batch (optional), ``N_q``/``N_k``, ``h``, ``n_kv``, ``g = h // n_kv``,
 ``d_k``, ``d_v``, ``d_model``.
@@ -33,7 +33,8 @@ import numpy as np
 from ._checks import check_float_array
 from .attention import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
-from .mha import _validate
+from .mha import _layer_forward, _validate
+from .trace import NO_TRACER
 
 Cache = dict[str, Any]
 
@@ -150,30 +151,14 @@ def mha_forward(
     """
     cross = x_kv is not None
     c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, None)
-    lead, n_q, n_k, g = c.x.shape[:-2], c.x.shape[-2], c.x_kv.shape[-2], c.group
-    Q = c.x @ params["W_Q"]  # (..., N_q, d_model) @ (d_model, h*d_k) -> (..., N_q, h*d_k)
-    K = c.x_kv @ params["W_K"]  # (..., N_k, d_model) @ (d_model, n_kv*d_k) -> (..., N_k, n_kv*d_k)
-    V = c.x_kv @ params["W_V"]  # (..., N_k, d_model) @ (d_model, n_kv*d_v) -> (..., N_k, n_kv*d_v)
-    for name, a in (("b_Q", Q), ("b_K", K), ("b_V", V)):
-        if name in params:
-            a += params[name]
-    Qh = split_heads(Q, c.h).reshape(*lead, c.n_kv, g, n_q, c.d_k)  # (..., n_kv, g, N_q, d_k)
-    Kh = split_heads(K, c.n_kv)[..., :, None, :, :]  # (..., n_kv, 1, N_k, d_k), shared by the group
-    Vh = split_heads(V, c.n_kv)[..., :, None, :, :]  # (..., n_kv, 1, N_k, d_v)
-    m = c.mask
-    if m is not None:
-        m = np.broadcast_to(m, (*lead, c.h, n_q, n_k)).reshape(*lead, c.n_kv, g, n_q, n_k)  # (..., n_kv, g, N_q, N_k)
-    heads, att = attention_forward(Qh, Kh, Vh, m)  # (..., n_kv, g, N_q, d_v)
-    heads = heads.reshape(*lead, c.h, n_q, c.d_v)  # (..., h, N_q, d_v)
-    kept = heads if c.head_mask is None else heads * c.head_mask[:, None, None]  # (..., h, N_q, d_v)
-    concat = merge_heads(kept)  # (..., N_q, h*d_v)
-    out = concat @ params["W_O"]  # (..., N_q, h*d_v) @ (h*d_v, d_model) -> (..., N_q, d_model)
-    if "b_O" in params:
-        out += params["b_O"]
+    keep: Cache = {}
+    out, _ = _layer_forward(c, NO_TRACER, True, keep)  # the core's forward, keeping its intermediates
+    lead, n_q, n_k = c.x.shape[:-2], c.x.shape[-2], c.x_kv.shape[-2]
     cache = {
         "kind": "mha", "x": c.x, "x_kv": c.x_kv, "cross": cross, "params": params, "h": c.h,
-        "n_kv": c.n_kv, "head_mask": c.head_mask, "heads": heads, "concat": concat, "att": att,
-        "weights": att["weights"].reshape(*lead, c.h, n_q, n_k), "out_shape": out.shape,
+        "n_kv": c.n_kv, "head_mask": c.head_mask, "heads": keep["heads"], "concat": keep["concat"],
+        "att": keep["att"], "weights": keep["att"]["weights"].reshape(*lead, c.h, n_q, n_k),
+        "out_shape": out.shape,
     }
     return out, cache
 
@@ -214,8 +199,9 @@ def mha_backward(dout: np.ndarray, cache: Cache) -> dict[str, np.ndarray]:
     if c["head_mask"] is not None:
         grads["head_mask"] = (dkept * heads).reshape(-1, h, n_q * d_v).sum((0, 2))  # (h,)
         dkept = dkept * c["head_mask"][:, None, None]  # (..., h, N_q, d_v)
-    dheads = dkept.reshape(*lead, n_kv, h // n_kv, n_q, d_v)  # (..., n_kv, g, N_q, d_v)
-    d = attention_backward(dheads, c["att"])  # q (..., n_kv, g, N_q, d_k); k, v (..., n_kv, 1, N_k, d)
+    # to the shape the attention ran on: (..., h, N_q, d_v), or (..., n_kv, g, N_q, d_v) with GQA
+    dheads = dkept.reshape(*c["att"]["weights"].shape[:-1], d_v)
+    d = attention_backward(dheads, c["att"])  # q like dheads with d_k; k, v (..., n_kv(, 1), N_k, d)
     dQ = merge_heads(d["q"].reshape(*lead, h, n_q, d_k))  # (..., N_q, h*d_k)
     dK = merge_heads(d["k"].reshape(*lead, n_kv, n_k, d_k))  # (..., N_k, n_kv*d_k)
     dV = merge_heads(d["v"].reshape(*lead, n_kv, n_k, d_v))  # (..., N_k, n_kv*d_v)

@@ -28,12 +28,16 @@ class MHAConfig:
         ``1`` means MQA. Must divide ``n_heads``.
     bias : bool, default False
         Whether the four projections carry biases.
+    d_v : int or None, default None
+        Per-head width of the values (and of each head's output); ``None`` means ``d_v = d_k``.
+        ``W_V`` is then ``(d_model, n_kv*d_v)`` and ``W_O`` is ``(h*d_v, d_model)``.
     """
 
     d_model: int
     n_heads: int
     n_kv_heads: int | None = None
     bias: bool = False
+    d_v: int | None = None
 
     def __post_init__(self):
         check_positive_int(self.d_model, "d_model")
@@ -48,6 +52,10 @@ class MHAConfig:
                 )
         if not isinstance(self.bias, bool):
             raise TypeError(f"bias must be a bool, got {type(self.bias).__name__} {self.bias!r}")
+        if self.d_v is None:
+            object.__setattr__(self, "d_v", self.d_k)  # frozen dataclass: fill in the default once
+        else:
+            check_positive_int(self.d_v, "d_v")
 
     @property
     def h(self) -> int:
@@ -56,7 +64,7 @@ class MHAConfig:
 
     @property
     def d_k(self) -> int:
-        """Per-head width ``d_k = d_v = d_model / h``."""
+        """Per-head width of queries and keys, ``d_k = d_model / h``."""
         return self.d_model // self.n_heads
 
     @property
@@ -93,9 +101,9 @@ def init_params(config: MHAConfig, rng=None, dtype=np.float32) -> dict[str, np.n
 
     Returns
     -------
-    dict with ``W_Q (d_model, h*d_k)``, ``W_K (d_model, n_kv*d_k)``, ``W_V (d_model, n_kv*d_k)``,
-    ``W_O (h*d_k, d_model)``, and when ``config.bias`` also ``b_Q (h*d_k,)``, ``b_K (n_kv*d_k,)``,
-    ``b_V (n_kv*d_k,)``, ``b_O (d_model,)``.
+    dict with ``W_Q (d_model, h*d_k)``, ``W_K (d_model, n_kv*d_k)``, ``W_V (d_model, n_kv*d_v)``,
+    ``W_O (h*d_v, d_model)``, and when ``config.bias`` also ``b_Q (h*d_k,)``, ``b_K (n_kv*d_k,)``,
+    ``b_V (n_kv*d_v,)``, ``b_O (d_model,)``.
     """
     if not isinstance(config, MHAConfig):
         raise TypeError(f"config must be an MHAConfig, got {type(config).__name__}")
@@ -106,12 +114,12 @@ def init_params(config: MHAConfig, rng=None, dtype=np.float32) -> dict[str, np.n
     if dtype not in FLOAT_DTYPES:
         raise TypeError(f"dtype must be float32 or float64, got {dtype}")
     gen = as_rng(rng)
-    d_model, h, n_kv, d_k = config.d_model, config.n_heads, config.n_kv, config.d_k
+    d_model, h, n_kv, d_k, d_v = config.d_model, config.n_heads, config.n_kv, config.d_k, config.d_v
     shapes = {
         "W_Q": (d_model, h * d_k),
         "W_K": (d_model, n_kv * d_k),
-        "W_V": (d_model, n_kv * d_k),
-        "W_O": (h * d_k, d_model),
+        "W_V": (d_model, n_kv * d_v),
+        "W_O": (h * d_v, d_model),
     }
     # Xavier-style scale 1/sqrt(fan_in): keeps each projection's output variance near its input's.
     params = {

@@ -26,9 +26,10 @@ def count_params(config: MHAConfig) -> dict[str, int]:
     """
     c = _check_config(config)
     d, hd, kvd = c.d_model, c.n_heads * c.d_k, c.n_kv * c.d_k
-    counts = {"W_Q": d * hd, "W_K": d * kvd, "W_V": d * kvd, "W_O": hd * d}
+    hv, kvv = c.n_heads * c.d_v, c.n_kv * c.d_v
+    counts = {"W_Q": d * hd, "W_K": d * kvd, "W_V": d * kvv, "W_O": hv * d}
     if c.bias:
-        counts.update({"b_Q": hd, "b_K": kvd, "b_V": kvd, "b_O": d})
+        counts.update({"b_Q": hd, "b_K": kvd, "b_V": kvv, "b_O": d})
     counts["total"] = sum(counts.values())
     return counts
 
@@ -53,14 +54,14 @@ def count_macs(config: MHAConfig, n: int, *, batch: int = 1, n_k: int | None = N
     n_q = check_positive_int(n, "n")
     n_k = n_q if n_k is None else check_positive_int(n_k, "n_k")
     b = check_positive_int(batch, "batch")
-    d, h, n_kv, d_k = c.d_model, c.n_heads, c.n_kv, c.d_k
+    d, h, n_kv, d_k, d_v = c.d_model, c.n_heads, c.n_kv, c.d_k, c.d_v
     m = {
         "q_proj": b * n_q * d * h * d_k,
         "k_proj": b * n_k * d * n_kv * d_k,
-        "v_proj": b * n_k * d * n_kv * d_k,
+        "v_proj": b * n_k * d * n_kv * d_v,
         "scores": b * h * n_q * n_k * d_k,
-        "weighted_sum": b * h * n_q * n_k * d_k,
-        "out_proj": b * n_q * h * d_k * d,
+        "weighted_sum": b * h * n_q * n_k * d_v,
+        "out_proj": b * n_q * h * d_v * d,
     }
     m["projections"] = m["q_proj"] + m["k_proj"] + m["v_proj"] + m["out_proj"]
     m["attention"] = m["scores"] + m["weighted_sum"]
@@ -70,7 +71,7 @@ def count_macs(config: MHAConfig, n: int, *, batch: int = 1, n_k: int | None = N
 
 
 def kv_cache_bytes(config: MHAConfig, n_tokens: int, *, n_layers: int = 1, batch: int = 1, dtype=np.float16) -> int:
-    """Bytes to cache K and V for ``n_tokens`` positions: ``2 * B * layers * N * n_kv * d_k * itemsize``.
+    """Bytes to cache K and V for ``n_tokens`` positions: ``B * layers * N * n_kv * (d_k + d_v) * itemsize``.
 
     With ``n_kv = h`` that is ``2 * N * d_model * layers`` elements; GQA divides it by ``h / n_kv``.
     """
@@ -82,4 +83,4 @@ def kv_cache_bytes(config: MHAConfig, n_tokens: int, *, n_layers: int = 1, batch
         itemsize = np.dtype(dtype).itemsize
     except TypeError:
         raise TypeError(f"dtype must be a numpy dtype such as np.float16, got {dtype!r}") from None
-    return 2 * b * layers * n * c.n_kv * c.d_k * itemsize
+    return b * layers * n * c.n_kv * (c.d_k + c.d_v) * itemsize

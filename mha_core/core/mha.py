@@ -135,9 +135,15 @@ def _project(t, name: str, x: np.ndarray, W: np.ndarray, b) -> np.ndarray:
     return y.reshape(*lead, W.shape[1])  # (..., N, d_out)
 
 
-def _heads_forward(c: _Call, t, keep_weights: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+def _heads_forward(
+    c: _Call, t, keep_weights: bool = True, keep: dict | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Fused projections, split, one batched attention. Returns heads (..., h, N_q, d_v) and
-    weights (..., h, N_q, N_k), or None for the weights when not ``keep_weights``."""
+    weights (..., h, N_q, N_k), or None for the weights when not ``keep_weights``.
+
+    ``keep``, a dict, receives what the backward pass needs (``core/backward.py``): ``att``, the
+    attention's ``q, k, v, weights, scale`` in the grouped shapes it ran on, and ``heads``
+    before ``head_mask``."""
     p = c.params
     lead, n_q, n_k = c.x.shape[:-2], c.x.shape[-2], c.x_kv.shape[-2]
     t.record("X", c.x)  # (..., N_q, d_model)
@@ -157,8 +163,13 @@ def _heads_forward(c: _Call, t, keep_weights: bool = True) -> tuple[np.ndarray, 
             full = np.broadcast_to(mask, (*lead, c.h, n_q, n_k))  # (..., h, N_q, N_k), a view
             mask = full.reshape(*lead, c.n_kv, c.group, n_q, n_k)  # (..., n_kv, g, N_q, N_k)
     # _attend: scaled_dot_product_attention without re-checking what _validate has checked
-    heads, weights = _attend(Qh, Kh, Vh, mask, 1.0 / np.sqrt(c.d_k), tracer=t, keep_weights=keep_weights)
+    scale = 1.0 / np.sqrt(c.d_k)
+    heads, weights = _attend(Qh, Kh, Vh, mask, scale, tracer=t, keep_weights=keep_weights)
+    if keep is not None:
+        keep["att"] = {"kind": "attention", "q": Qh, "k": Kh, "v": Vh, "weights": weights, "scale": scale}
     heads = heads.reshape(*lead, c.h, n_q, c.d_v)  # (..., h, N_q, d_v)
+    if keep is not None:
+        keep["heads"] = heads
     if weights is not None:
         weights = weights.reshape(*lead, c.h, n_q, n_k)  # (..., h, N_q, N_k)
     if c.head_mask is not None:
@@ -214,13 +225,22 @@ def multi_head_attention(
     weights : ndarray of shape (..., h, N_q, N_k), only when ``return_weights``
     """
     c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes)
-    t = tracer or NO_TRACER
-    heads, weights = _heads_forward(c, t, return_weights)  # (..., h, N_q, d_v), (..., h, N_q, N_k)
+    out, weights = _layer_forward(c, tracer or NO_TRACER, return_weights)
+    return (out, weights) if return_weights else out
+
+
+def _layer_forward(c: _Call, t, keep_weights: bool, keep: dict | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The layer on a validated call: ``_heads_forward``, concat, ``W_O``. Returns the output
+    (..., N_q, d_model) and the weights (None unless ``keep_weights``); ``keep`` as in
+    ``_heads_forward``, plus ``concat``."""
+    heads, weights = _heads_forward(c, t, keep_weights, keep)  # (..., h, N_q, d_v), (..., h, N_q, N_k)
     t.record("heads back: transpose", np.swapaxes(heads, -3, -2))  # (..., N_q, h, d_v)
     concat = t.record("concat: reshape", merge_heads(heads))  # (..., N_q, h*d_v)
-    out = _project(t, "out = concat @ W_O", concat, params["W_O"], c.bias("b_O"))  # (..., N_q, d_model)
+    out = _project(t, "out = concat @ W_O", concat, c.params["W_O"], c.bias("b_O"))  # (..., N_q, d_model)
+    if keep is not None:
+        keep["concat"] = concat
     _check_output(out, c)
-    return (out, weights) if return_weights else out
+    return out, weights
 
 
 def multi_head_attention_per_head(
