@@ -73,3 +73,25 @@ def test_installed_files_match_the_wheel_data_files(tmp_path):
 def test_install_needs_the_repository_root(tmp_path):
     with pytest.raises(FileNotFoundError, match="root="):
         serve.install_jupyter_files(prefix=tmp_path, root=tmp_path)
+
+
+def test_a_pool_start_refused_at_the_cap_is_retried_when_there_is_room():
+    km = serve.BoundedKernelManager(max_kernels=2)
+    refills = []
+    km.fill_if_needed = lambda delay, notebook_name: refills.append(notebook_name)  # voila's pool API
+
+    async def scenario():
+        refused = asyncio.get_running_loop().create_future()
+        refused.set_exception(serve.KernelCapReached(2))
+        km._pools = {"nb.ipynb": [refused]}
+        km._starting = 2  # at the cap: the refused entry goes, no refill yet
+        await km.reap_unconnected()
+        assert km._pools["nb.ipynb"] == [] and refills == []
+        again = asyncio.get_running_loop().create_future()
+        again.set_exception(serve.KernelCapReached(2))
+        km._pools["nb.ipynb"].append(again)
+        km._starting = 0  # room again: refill
+        await km.reap_unconnected()
+        assert refills == ["nb.ipynb"]
+
+    asyncio.run(scenario())

@@ -21,8 +21,9 @@ additions, all traitlets set from the installed Jupyter configuration (``voila.j
     120 s by default, so a phone that sleeps and reconnects keeps its kernel. 0 turns it off
     (the setting for JupyterLab, where a closed notebook tab keeps its kernel on purpose).
 
-A kernel waiting in Voila's preheated pool is never shut down by the graces; its clock starts
-when the pool hands it to a visitor.
+A kernel waiting in Voila's preheated pool counts towards the cap but is never shut down by the
+graces; its clock starts when the pool hands it to a visitor. A pool refill refused at the cap is
+retried once there is room.
 """
 
 from __future__ import annotations
@@ -143,8 +144,22 @@ class BoundedKernelManager(AsyncMappingKernelManager):
                     ids.add(task.result()["kernel_id"])
         return ids
 
+    def _refill_pools(self) -> None:
+        """Drop pool entries whose start was refused at the cap; refill once there is room.
+
+        (Voila's pool would otherwise hand the refused start to the next visitor as a 503, and
+        never refill.)
+        """
+        for name, pool in getattr(self, "_pools", {}).items():
+            failed = [t for t in pool if t.done() and (t.cancelled() or t.exception() is not None)]
+            for task in failed:
+                pool.remove(task)
+            if failed and self.live_kernels() < self.max_kernels:
+                self.fill_if_needed(delay=0, notebook_name=name)
+
     async def reap_unconnected(self) -> list[str]:
         """Shut down the kernels whose grace has run out; return their ids."""
+        self._refill_pools()
         now = time.monotonic()
         pooled = self._pooled()
         reaped = []
