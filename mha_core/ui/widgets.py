@@ -387,7 +387,7 @@ class _Panel:
 
         ipywidgets' Image has no ``alt`` (and its ``tooltip`` breaks the view in Voila 0.5), so
         the text travels in an HTML widget beside it; the page's template copies it into the
-        image's ``alt`` whenever it changes. The box scrolls sideways on a narrow screen.
+        image's ``alt`` whenever it changes. On a narrow screen the image shrinks to fit.
         """
         image = widgets.Image(format="png")
         image.add_class(f"mha-{self.name}-{css}")
@@ -559,7 +559,7 @@ class HeadExplorer(_Panel):
         if renderer == "canvas":  # drawn in the browser: hover reads a weight, a click picks the query
             self.figure = HeatmapGrid()
             self.figure.observe(self._clicked, names="query")
-        else:  # PNG drawn in the kernel (HeadGrid); inside a box that scrolls on a narrow screen
+        else:  # PNG drawn in the kernel (HeadGrid)
             self.grid = HeadGrid()
             self.image, self.alt, self.figure = self._figure("image")
         self.figure.add_class("mha-heads-figure")
@@ -574,7 +574,7 @@ class HeadExplorer(_Panel):
         self._finish(self.widget)
         self._labels: list[str] = []
         self._cache: dict[tuple, tuple[list[str], np.ndarray, str]] = {}
-        self._shown: tuple | None = None  # (h, N, causal, kind) the canvas holds, and the last figure
+        self._shown: tuple | None = None  # (h, N, causal, kind) whose weights the canvas holds
         self.last: tuple[np.ndarray, list[str], str, int | None] | None = None
         self.refresh()
         if renderer == "png":
