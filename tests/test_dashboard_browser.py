@@ -427,6 +427,14 @@ def _selected_query(page) -> str:
     return page.evaluate("() => document.querySelector('.mha-heads-query select').selectedOptions[0].textContent")
 
 
+def _wait_query(page, prefix: str) -> None:
+    """Until the query selector shows an option starting with ``prefix``."""
+    deadline = time.monotonic() + UPDATE_TIMEOUT_MS / 1000
+    while not _selected_query(page).startswith(prefix):
+        assert time.monotonic() < deadline, f"query selector shows {_selected_query(page)!r}, expected {prefix!r}"
+        page.wait_for_timeout(50)
+
+
 def test_hover_reads_the_exact_weight_and_a_click_selects_the_query(loaded):
     page, _ = loaded
     page.locator(".mha-heads-kind button", has_text="random").click()
@@ -442,8 +450,7 @@ def test_hover_reads_the_exact_weight_and_a_click_selects_the_query(loaded):
     tip = page.locator(".mha-heads-figure .mha-heatmap-tip")
     expect(tip).to_have_text(f'head 1: query {q} "{labels[q]}" -> key {k} "{labels[k]}" = {weights[1, q, k]:.4f}')
     page.mouse.click(x, y)
-    page.wait_for_function("t => document.querySelector('.mha-heads-query select').selectedOptions[0].textContent === t",
-                           arg=f"{q}: {labels[q]}", timeout=UPDATE_TIMEOUT_MS)
+    _wait_query(page, f"{q}: {labels[q]}")
     # the description for screen readers follows the figure
     expect(page.locator(".mha-heads-figure .mha-heatmap-alt")).to_contain_text(
         f"query {q} '{labels[q]}' attends most to key", timeout=UPDATE_TIMEOUT_MS)
@@ -490,8 +497,7 @@ def test_every_control_reachable_and_operable_by_keyboard(loaded):
         page.keyboard.press(key)
     expect(page.locator(".mha-heads-figure .mha-heatmap-tip")).to_contain_text("head 0: query 5")
     page.keyboard.press("Enter")
-    page.wait_for_function("() => document.querySelector('.mha-heads-query select').selectedOptions[0]"
-                           ".textContent.startsWith('5: ')", timeout=UPDATE_TIMEOUT_MS)
+    _wait_query(page, "5: ")
     # exports still work: Enter on the download button gives a PNG and an SVG of the figure
     page.locator(".mha-heads-download").focus()
     page.keyboard.press("Enter")
@@ -588,7 +594,7 @@ def test_screens_phone_tablet_desktop(loaded, width):
             assert s_["track"]["width"] >= 150, s_
         heads = {s_["name"]: s_["track"] for s_ in layout["sliders"] if "mha-heads-" in s_["name"]}
         h_box, n_box = heads["mha-heads-h"], heads["mha-heads-N"]
-        assert n_box["top"] > h_box["top"] + 10 and abs(n_box["left"] - h_box["left"]) < 2  # stacked
+        assert n_box["top"] > h_box["top"] + 10 and abs(n_box["left"] - h_box["left"]) < 5  # stacked
     # the whole page on one screen, then the screenshot
     page.set_viewport_size({"width": width, "height": min(int(layout["height"]) + 50, 16000)})
     page.wait_for_timeout(600)

@@ -4,7 +4,7 @@ Voila starts one kernel per page GET, even a GET that never runs the page's Java
 preview, a crawler, ``curl`` in a loop). With stock settings a few hundred GETs fill a 24 GiB
 machine. ``BoundedKernelManager`` is jupyter_server's ``AsyncMappingKernelManager`` with three
 additions, all traitlets set from the installed Jupyter configuration (``voila.json``,
-``jupyter_server_config.d/mha_core.json``):
+``jupyter_server_config.json``):
 
 ``max_kernels``
     At most this many kernels alive or starting. One more start raises HTTP 503, which Voila
