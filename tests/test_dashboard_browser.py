@@ -424,7 +424,8 @@ def _causal(page) -> bool:
 
 
 def _selected_query(page) -> str:
-    return page.evaluate("() => document.querySelector('.mha-heads-query select').selectedOptions[0].textContent")
+    text = page.evaluate("() => document.querySelector('.mha-heads-query select').selectedOptions[0].textContent")
+    return text.replace("\xa0", " ")  # ipywidgets writes option labels with non-breaking spaces
 
 
 def _wait_query(page, prefix: str) -> None:

@@ -131,9 +131,12 @@ class BoundedKernelManager(AsyncMappingKernelManager):
         if self._sweeper is None and (self.connect_grace or self.disconnect_grace):
             self._sweeper = PeriodicCallback(self.reap_unconnected, 1000 * self.check_interval)
             self._sweeper.start()
-            self.log.info("Kernel cap %d; kernels without a page shut down after %s s idle "
-                          "(never connected) or %s s (page gone)", self.max_kernels,
-                          self.connect_grace or "never", self.disconnect_grace or "never")
+            def seconds(grace: float) -> str:
+                return f"{grace:g} s" if grace else "never"
+
+            self.log.info("Kernel cap %d; kernels without a page shut down after %s idle (never "
+                          "connected) or %s (page gone)", self.max_kernels,
+                          seconds(self.connect_grace), seconds(self.disconnect_grace))
 
     def _pooled(self) -> set[str]:
         """Ids of kernels waiting in Voila's preheated pool (``voila_kernel_manager_factory``)."""
