@@ -232,6 +232,8 @@ function render({ model, el }) {
   model.on("change:weights", build);
   model.on("change:query", build);
   model.on("change:lut", drawLegend);
+  // a click sets `query` here first, so the kernel's answer may change only the description
+  model.on("change:alt", () => { desc.textContent = model.get("alt"); });
 }
 
 export default { render };
