@@ -87,7 +87,9 @@ async def _session(context, url: str, port: int, delay: float, slots: asyncio.Se
     if slots is not None:
         await slots.acquire()
     try:
-        return {**await _visit(context, url, port), "from_arrival": time.perf_counter() - arrived}
+        queued = time.perf_counter() - arrived
+        visit = await _visit(context, url, port)
+        return {**visit, "first_from_arrival": queued + visit["first_figure"]}
     finally:
         if slots is not None:
             slots.release()
@@ -213,7 +215,7 @@ def test_sixty_browser_sessions():
     results = [r for r in results if not isinstance(r, BaseException)]
     assert results, failures
     firsts = sorted(r["first_figure"] for r in results)
-    arrivals = sorted(r["from_arrival"] - r["slider"] for r in results)
+    arrivals = sorted(r["first_from_arrival"] for r in results)
     sliders = sorted(r["slider"] for r in results)
     print(f"\nclassroom: {len(results)} of {SESSIONS} browser sessions ok, arriving over {ARRIVAL_SECONDS} s, all done in {all_done:.0f} s; "
           f"at most {LOADING} loading at once; time to the first figure from the page's request p50 "
