@@ -78,6 +78,16 @@ def summary(results: dict) -> str:
         lines.append(f"notebooks under nbval: {nb['total_wall_s']:.1f} s for {len(nb['notebooks'])} notebooks")
     else:
         lines.append(f"notebooks: {nb.get('status', 'not measured')} ({nb.get('reason', '')})")
+    mo = results.get("models", {})
+    for r in mo.get("speed", []):
+        t = r["time"]["one thread each"]
+        vs = f", {r['speedup_vs_transformers']:.2f}x transformers' speed" if "speedup_vs_transformers" in r else ""
+        lines.append(f"  [{'met' if r['met_target'] else 'NOT met'}] {r['model']}: sentence (N={r['N']}) to all "
+                     f"attention maps in {t['ours']['median']:.3f} s at one thread (target {r['target_s']} s){vs}")
+    if mo.get("status") == "measured":
+        many = mo["memory"]["many"]
+        lines.append(f"  {many['processes']} kernels with both models: USS {many['uss_mb']['median']:.0f} MB each, "
+                     f"PSS {many['total_pss_mb']:.0f} MB in all")
     db = results.get("dashboard", {})
     lines.append(f"dashboard latency: {db.get('status', 'not measured')}"
                  + (f" ({db['reason']})" if "reason" in db else ""))
@@ -191,6 +201,65 @@ def _memory(results: dict) -> list[str]:
     return lines
 
 
+def _long_context(results: dict) -> list[str]:
+    lc = results.get("long_context")
+    if not lc or not lc.get("rows"):
+        return ["Not measured."]
+    lines = [f"Tile sizes: block_q = {lc['block_q']} query rows, block_k = {lc['block_k']} keys.", "",
+             "| threads | N | path | ours | ours one-shot | torch MHA | torch SDPA | vs torch MHA | vs torch SDPA "
+             "| ours % of GEMM | torch MHA % of GEMM | GEMM GFLOP/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in lc["rows"]:
+        t = r["times"]
+        one = _ms(t["ours one-shot"]) if "ours one-shot" in t else "not run"
+        lines.append(
+            f"| {r['threads']} | {r['N']:,} | {r['path']} | {_ms(t['ours'])} | {one} | {_ms(t['torch MHA'])} "
+            f"| {_ms(t['torch SDPA'])} | **{r['vs torch MHA']:.2f}x** | **{r['vs torch SDPA']:.2f}x** "
+            f"| {r['gemm_fraction']['ours']:.0%} | {r['gemm_fraction']['torch MHA']:.0%} | {r['gemm_gflops']:.0f} |")
+    lines += ["", "Peak memory of one call (peak resident set during the call above the resident set before it, "
+              "each in a fresh process):", "",
+              "| N | implementation | peak | score tensor (h, N, N) | peak / scores |", "|---|---|---|---|---|"]
+    for r in lc["memory"]:
+        lines.append(f"| {r['N']:,} | {r['impl']} | {r['peak_bytes'] / 2**20:,.0f} MiB "
+                     f"| {r['score_bytes'] / 2**20:,.0f} MiB | {r['peak_bytes'] / r['score_bytes']:.3f} |")
+    if lc.get("breakdown"):
+        lines += ["", "Where the tiled forward's time goes (one thread, stages timed by hand):", "",
+                  "| stage | time | share of the sum |", "|---|---|---|"]
+        for r in lc["breakdown"]:
+            lines.append(f"| {r['stage']} (N={r['N']:,}) | {r['ms']:,.0f} ms | {r['share']:.0%} |")
+    return lines
+
+
+def _models(results: dict) -> list[str]:
+    mo = results.get("models", {})
+    if mo.get("status") != "measured":
+        return [f"Not measured: {mo.get('reason', 'not run')}."]
+    lines = ["| model | N | threads | ours | transformers | ours vs transformers | target | met | max abs diff of the maps |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in mo["speed"]:
+        for label, t in r["time"].items():
+            ref = _ms(t["transformers"]) if "transformers" in t else "not installed"
+            ratio = f"{t['transformers']['median'] / t['ours']['median']:.2f}x" if "transformers" in t else ""
+            met = ("yes" if r["met_target"] else "**no**") if label == "one thread each" else ""
+            diff = f"{r['max_abs_diff']:.1e}" if "max_abs_diff" in r else ""
+            lines.append(f"| {r['label']} | {r['N']} | {label} | {_ms(t['ours'])} | {ref} | {ratio} "
+                         f"| <= {r['target_s']} s | {met} | {diff} |")
+    m = mo["memory"]
+    many = m["many"]
+    lines += ["", "| processes | models loaded | USS per process (median) | anonymous per process | "
+              "sum of USS | sum of PSS |", "|---|---|---|---|---|---|"]
+    for key in ("baseline", "minilm", "smollm2"):
+        k = m[key]
+        lines.append(f"| 1 | {', '.join(k['models']) or 'none (imports only)'} | {k['uss_mb']['median']:.0f} MB "
+                     f"| {k['anon_mb']['median']:.0f} MB | {k['total_uss_mb']:.0f} MB | {k['total_pss_mb']:.0f} MB |")
+    lines.append(f"| {many['processes']} | {', '.join(many['models'])} | {many['uss_mb']['median']:.0f} MB "
+                 f"| {many['anon_mb']['median']:.0f} MB | {many['total_uss_mb']:.0f} MB | {many['total_pss_mb']:.0f} MB |")
+    weights = ", ".join(f"{k} {v:.0f} MB" for k, v in m["weights_mb"].items())
+    lines += ["", f"float32 weights: {weights}; {many['processes']} private copies would hold "
+              f"{m['private_copies_mb']:,.0f} MB of weights alone."]
+    return lines
+
+
 def _notebooks(results: dict) -> list[str]:
     nb = results.get("notebooks", {})
     if nb.get("status") != "measured":
@@ -221,6 +290,8 @@ def _dashboard(results: dict) -> list[str]:
 
 def markdown(results: dict) -> str:
     """The whole of RESULTS.md (regenerated by every ``make bench``)."""
+    if results.get("only"):
+        return _partial_markdown(results)
     g = goals(results)
     parts = [
         "# Benchmark results",
@@ -294,6 +365,32 @@ def markdown(results: dict) -> str:
         "",
         *_memory(results),
         "",
+        "## Long context",
+        "",
+        LONG_CONTEXT_INTRO,
+        "",
+        *_long_context(results),
+        "",
+        LONG_CONTEXT_NOTES,
+        "",
+        "## Real models",
+        "",
+        "Time from a sentence of about 32 tokens (text in, tokenised in the timed call) to every "
+        "layer's and head's attention weights as one array, ours against transformers (eager "
+        "attention, `output_attentions=True`) on the same weights, interleaved in the same run, at "
+        "one thread each (as the dashboard's kernels run) and at the default threads. The target "
+        "is judged at one thread. "
+        "Memory from `/proc/<pid>/smaps_rollup` of real processes that each import the dashboard's "
+        "panels (`mha_core.ui.widgets`: matplotlib, ipywidgets), load the model(s) and run one forward "
+        "(`OPENBLAS_NUM_THREADS=1`, as the dashboard's kernels); a Jupyter kernel adds its own "
+        "machinery on top. USS is what a process "
+        "alone maps; PSS divides shared pages among the processes that share them, so the sum of PSS "
+        "is what all of them cost together. A single process counts the weight pages it touched as "
+        "USS although they are page cache a second process would share; the anonymous column is what "
+        "no other process could ever share.",
+        "",
+        *_models(results),
+        "",
         "## Notebook suite",
         "",
         *_notebooks(results),
@@ -303,6 +400,40 @@ def markdown(results: dict) -> str:
         *_dashboard(results),
         "",
         NOTES,
+    ]
+    return "\n".join(parts) + "\n"
+
+
+LONG_CONTEXT_INTRO = (
+    "The fused layer at h=8, d_model=512, float32, B=1, no mask, against `nn.MultiheadAttention` "
+    "(need_weights=False) and against the same projections around `F.scaled_dot_product_attention`, "
+    "all on the same weights, interleaved in one run per N. \"vs torch\" is torch's time over ours "
+    "(above 1, ours is faster). \"path\" is what `multi_head_attention` chose (tiled above 4 MiB "
+    "of scores); \"ours one-shot\" is the same layer forced onto the one-shot path. \"% of GEMM\" is "
+    "2 x `count_macs` over the time, divided by a 1024 x 1024 GEMM timed in the same repetitions."
+)
+
+
+def _partial_markdown(results: dict) -> str:
+    """RESULTS.md of a ``--only`` run: the machine, its load, and the long-context section."""
+    parts = [
+        "# Benchmark results: long context",
+        "",
+        f"Generated by `python -m benchmarks.run --only {' '.join(results['only'])}` ({results['mode']} mode) "
+        f"on {results['started_utc']}; the raw numbers are in `results_long_context.json`. Times are "
+        f"medians of interleaved repetitions with ± half the interquartile range.",
+        "",
+        "## Machine",
+        "",
+        *_machine(results),
+        "",
+        "## Long context",
+        "",
+        LONG_CONTEXT_INTRO,
+        "",
+        *_long_context(results),
+        "",
+        LONG_CONTEXT_NOTES,
     ]
     return "\n".join(parts) + "\n"
 
@@ -390,4 +521,54 @@ Tried and not adopted:
   (h=8, float32, B=1, N=100 / 512 / 2048) in a run at 02:41 UTC and 0.57x / 0.86x / 0.92x in
   the run at 02:49 UTC, on unchanged code. The one-thread ratios were steady across four runs
   (0.93-0.99x / 0.78-0.81x / 0.63-0.66x), so those are the ones to quote.
+"""
+
+
+LONG_CONTEXT_NOTES = """### Long context: choices, tile sizes, and what is left (measured by hand, 2026-11-30)
+
+These were measured with small interleaved scripts, not by `make bench`, on the same 2-core AMD
+EPYC (no AVX-512; 512 KiB L2 per core, 32 MiB L3), while other sessions kept the load average
+between 5 and 110. Ratios within one script run are comparable; absolute times are not.
+
+- **Why worker threads, with one BLAS thread each.** At N=2048, h=8 (attention alone, load
+  average about 9): the tiled loop with numpy's default 2-thread BLAS took 4.9-5.7 s, the same
+  loop with BLAS limited to one thread 0.96 s, and two worker threads over the query blocks, each
+  with one BLAS thread, 0.80 s, against 0.64 s for torch's SDPA. A two-thread BLAS call waits
+  for a core that another process holds on every one of the hundreds of tile-sized calls; one
+  BLAS thread per worker does not, and the workers also share the exponentials, which numpy
+  would otherwise run on one core. The workers follow numpy's BLAS thread count, so
+  `OPENBLAS_NUM_THREADS=1` means one worker.
+- **When the fused layer runs tiled.** Above 4 MiB of scores (h=8: N > 362). At N=512 the tiled
+  layer took 510 ms against 1,319 ms one-shot (torch MHA 360 ms), and at N=256, 364 ms against
+  1,044 ms (load average 13-18). Below that the one-shot path is one block anyway, with no thread
+  pool to start.
+- **Tile sizes.** block_q = 256, block_k = 512: 512 KiB of scores per head (this CPU's L2 per
+  core) and 4 MiB for 8 heads (in L3). Sweeps at one thread, h=8, N=1024 to 4096, could not
+  separate 128-512 rows x 256-1024 keys from one another under the load (N=1024, minimum of 7:
+  249-398 ms for all eight shapes tried; N=2048, medians: 128x512 1,108 ms, 256x512 1,252 ms,
+  512x512 1,232 ms, 256x1024 1,378 ms). The largest tiles were the slowest (N=2048: 1024x1024
+  1,395 ms, 512x2048 1,570 ms; N=4096: 1024x1024 11.6 s against 5.7 s for 512x512). A quiet
+  machine would be needed to choose more finely.
+- **Tried and dropped: the row sums inside the matmul.** Appending a column of ones to V makes
+  `P [V | 1]` return the row sums with the weighted values, saving a pass over the tile. It was
+  slower: 7.7 ms per (8, 256, 512) tile against 6.0 ms for `P V` plus 0.9 ms for the sum (one
+  thread), because 65 columns fit BLAS's kernels worse than 64.
+- **Where the time goes.** See the stage table above. The two matmuls run at the GEMM rate of the
+  moment. The exponentials are the gap: on the same (8, 256, 512) tile at one thread, `np.exp`
+  took 8.3 ms and `torch.exp` 3.9 ms. numpy's float32 exp on this AVX2 CPU is about half as fast
+  as torch's vectorised one. Then come the max, subtract and sum passes, each about 1 ms per tile,
+  which torch's fused kernel does while the tile is in registers.
+- **What would close the gap.** (1) A faster exp. Subtract + exp is about a quarter of the
+  tiled forward (stage table), and an exp as fast as torch's would halve that stage. (2) One fused
+  pass per tile for max, subtract, exp and sum, done while the tile is in registers. That needs
+  compiled code (numba, C), and the project keeps the maths in NumPy. (3) Worker threads, or one
+  BLAS thread, for the projections and W_O too. They are still single BLAS calls at numpy's
+  default threads, and they stall on a busy machine like any other. (1) and (2) are out of reach in
+  plain NumPy, so at long N the tiled layer stays behind torch's fused kernel: the table above
+  shows by how much in this run.
+- **Run-to-run spread.** On unchanged code, three runs of this section between 17:55 and 18:25 UTC
+  gave default-thread ratios against torch MHA of 1.00x / 0.89x / 0.74x, 0.61x / 0.57x / 0.46x and
+  0.74x / 0.98x / 0.70x at N = 2048 / 4096 / 8192. The first run still had the ones column and a
+  16 MiB switch; neither changes the work at these lengths by more than a few per cent. The load
+  decides more than the code does. Quote the ratios of one run, with its load row.
 """

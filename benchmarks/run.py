@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import time
 
-from . import core, memory, report, suites
+from . import core, long_context, memory, models, report, suites
 from .timing import LoadMeter, machine_info
 
 
@@ -22,6 +22,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small grid and few repetitions (CI-sized)")
     parser.add_argument("--skip-notebooks", action="store_true", help="do not time the notebook suite")
     parser.add_argument("--skip-dashboard", action="store_true", help="do not run the dashboard browser tests")
+    parser.add_argument("--only", nargs="+", metavar="SECTION",
+                        help="run only these sections (core, single_thread, breakdown, memory, long_context, "
+                             "models, notebooks, dashboard); RESULTS.md then holds only long_context, "
+                             "if it ran, and the machine")
+    parser.add_argument("--skip-models", action="store_true", help="do not time the real models")
     parser.add_argument("--out", default=str(suites.BENCH_DIR), help="folder for results.json and RESULTS.md")
     args = parser.parse_args(argv)
 
@@ -41,11 +46,19 @@ def main(argv: list[str] | None = None) -> int:
         ("single_thread", "the headline sizes with one thread each", lambda: core.single_thread(args.quick)),
         ("breakdown", "where the fused forward's time goes", lambda: core.breakdown(args.quick)),
         ("memory", "peak memory of the forward", lambda: memory.run(args.quick)),
+        ("long_context", "long context: tiled attention against torch, N = 512 to 8192",
+         lambda: long_context.run(args.quick)),
     ]
+    if not args.skip_models:
+        sections.append(("models", "real models: sentence to attention maps vs transformers, memory per kernel",
+                         lambda: models.run(args.quick)))
     if not args.skip_notebooks:
         sections.append(("notebooks", "notebook suite under nbval", suites.notebooks))
     if not args.skip_dashboard:
         sections.append(("dashboard", "dashboard slider-to-pixels latency", suites.dashboard))
+    if args.only:
+        sections = [s for s in sections if s[0] in args.only]
+        results["only"] = [s[0] for s in sections]
     for key, title, fn in sections:
         print(f"{title}:")
         meter = LoadMeter()
@@ -53,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         results["load"][key] = meter.stop()
         print(f"  ({results['load'][key]['wall_s']:.0f} s; other processes used "
               f"{results['load'][key]['other_cpus']:.2f} CPUs on average meanwhile)")
+    if args.skip_models:
+        results["models"] = {"status": "not measured", "reason": "--skip-models"}
     if args.skip_notebooks:
         results["notebooks"] = {"status": "not measured", "reason": "--skip-notebooks"}
     if args.skip_dashboard:

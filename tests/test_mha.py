@@ -79,7 +79,7 @@ def test_one_query_row_per_block_really_splits_the_work():
         return real(scores, axis=axis)
 
     with one_query_row_per_block(), mock.patch.object(attention, "softmax_", counting_softmax):
-        multi_head_attention(x, p, 2, causal=True)
+        multi_head_attention(x, p, 2, causal=True, return_weights=True)
     assert calls == [(2, 2, 1, 6)] * 6  # six blocks of one query row: (B, h, rows, N_k)
 
 

@@ -206,8 +206,9 @@ def test_box_sides_grow_with_the_dimensions():
     assert x["width"] > heads["width"]  # d_model = 64 > d_k = 8
     assert x["height"] == heads["height"]  # both N = 10
     assert scores["width"] == scores["height"]  # N_q = N_k
-    assert x["copies"] >= 1 and heads["copies"] > x["copies"]  # (B) vs (B, h) leading axes
-    assert heads["lead"] == "x B=2 x h=8"
+    assert (x["count"], x["copies"]) == (2, 1)  # (B, N, d_model): B = 2 matrices, one behind the front
+    assert (heads["count"], heads["copies"]) == (16, viz.MAX_COPIES)  # B * h = 16, the stack shortened
+    assert heads["lead"] == "× B=2 × h=8 = 16 (matrices; 12 drawn)"
     assert x["bottom"] == "d_model=64" and x["left"] == "N=10"
 
 
@@ -215,8 +216,8 @@ def test_draw_shape_boxes_and_svg_show_every_step():
     steps = _steps()
     fig = viz.draw_shape_boxes(steps, title="boxes")
     assert isinstance(fig, Figure) and fig._suptitle.get_text() == "boxes"
-    texts = [t.get_text() for t in fig.axes[0].texts]
-    assert all(name in texts for name, _ in steps)
+    texts = [t.get_text().replace("\n", " ") for t in fig.axes[0].texts]
+    assert all(name in texts for name, _ in steps)  # long names wrapped onto two lines
     svg = viz.shape_boxes_svg(steps, title="boxes <1>")
     assert svg.startswith("<svg") and svg.endswith("</svg>")
     assert svg.count("class='mha-box'") == len(steps)
@@ -234,3 +235,101 @@ def test_canvas_png_and_figure_bytes():
         viz.canvas_png("not a figure")
     with pytest.raises(TypeError, match="Figure"):
         viz.figure_bytes(None)
+
+
+def test_shape_boxes_stack_the_real_number_of_matrices():
+    for B, h in ((1, 1), (1, 3), (2, 4), (3, 4)):
+        boxes = {b["name"]: b for b in viz.shape_boxes(_steps(B=B, N=5, d_model=12, h=h))}
+        scores = boxes["scores = Q K^T / sqrt(d_k)"]
+        assert scores["count"] == B * h and scores["copies"] == B * h - 1  # all drawn: <= MAX_COPIES + 1
+        assert ("× h=" in scores["lead"]) and ("drawn" not in scores["lead"])
+
+
+# -- alt text and projector-sized text ----------------------------------------------------------
+
+def test_figure_image_is_an_img_with_alt_text_and_plain_text_alt():
+    fig = viz.draw_shape_boxes(_steps(), title="boxes")
+    image = viz.FigureImage(fig, 'Boxes for "X" <and> heads,\n   two lines')
+    page, metadata = image._repr_html_()
+    assert metadata == {"min_font_pt": 10.0}
+    assert page.startswith('<img src="data:image/png;base64,')
+    assert 'alt="Boxes for &quot;X&quot; &lt;and&gt; heads, two lines"' in page
+    assert f'width="{round(fig.get_figwidth() * 96)}"' in page and "max-width:100%" in page
+    assert repr(image) == 'Boxes for "X" <and> heads, two lines'
+    assert image.png.startswith(PNG_MAGIC)
+    width, _ = Image.open(io.BytesIO(image.png)).size
+    assert width == round(fig.get_figwidth() * viz.FIGURE_DPI)
+
+
+@pytest.mark.parametrize("alt", ["", "   ", None, 3])
+def test_figure_image_requires_alt_text(alt):
+    with pytest.raises(ValueError, match="alt"):
+        viz.FigureImage(viz.draw_shape_boxes(_steps()), alt)
+
+
+def test_figure_image_and_font_sizes_validate_the_figure():
+    with pytest.raises(TypeError, match="Figure"):
+        viz.FigureImage("not a figure", "alt")
+    with pytest.raises(TypeError, match="Figure"):
+        viz.rendered_font_sizes(None)
+
+
+def test_show_figure_closes_a_pyplot_figure(monkeypatch):
+    import matplotlib.pyplot as plt
+    from IPython import display as ipd
+
+    shown = []
+    monkeypatch.setattr(ipd, "display", shown.append)
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    viz.show_figure(fig, "a line")
+    assert not plt.fignum_exists(fig.number)  # closed: the inline backend will not show it again
+    assert len(shown) == 1 and repr(shown[0]) == "a line"
+
+
+def test_rendered_font_sizes_scale_a_wide_figure_to_the_column():
+    narrow, wide = Figure(figsize=(4, 3)), Figure(figsize=(16, 3))
+    for fig in (narrow, wide):
+        fig.text(0.5, 0.5, "ten", fontsize=10)
+    assert viz.rendered_font_sizes(narrow) == [("ten", 10.0)]
+    assert viz.rendered_font_sizes(wide) == [("ten", pytest.approx(10 * viz.COLUMN_PX / (16 * 96)))]
+
+
+def _core_figures():
+    for h, n in ((1, 5), (2, 12), (8, 20), (16, 64)):
+        yield f"head_grid_figure h={h} N={n}", viz.head_grid_figure(_weights(h, n), _labels(n), title="t", query=0)
+    for B, h in ((0, 4), (3, 4), (2, 16)):
+        yield f"draw_shape_boxes B={B} h={h}", viz.draw_shape_boxes(_steps(B=B, N=5, d_model=64, h=h), title="t")
+
+
+def test_every_text_of_the_core_figures_renders_at_10_pt_or_more():
+    smallest = {name: viz.rendered_font_sizes(fig)[0] for name, fig in _core_figures()}
+    for name, (text, pt) in smallest.items():
+        assert pt >= viz.MIN_FONT_PT - 1e-9, f"{name}: {text!r} renders at {pt:.1f} pt"
+
+
+@pytest.mark.parametrize("dpi", [60, 80, 96, 120])
+def test_head_grid_text_renders_at_10_pt_or_more(dpi):
+    # HeadGrid's PNG is shown one pixel per CSS pixel: compare the pixel height of its token label
+    # with the same text drawn at 10 pt at 96 px per inch (10 CSS pt).
+    grid = viz.HeadGrid(dpi=dpi)
+    label = grid._stamps.get("Hg", grid.font_pt)
+    reference = viz._TextStamps(viz.CSS_PX_PER_INCH).get("Hg", viz.MIN_FONT_PT)
+    assert label.shape[0] >= reference.shape[0] - 1  # within a pixel of rounding
+    grid.render(_weights(8, 20), _labels(20), title="t", query=2)
+    assert grid.frames_built == 1
+
+
+def test_mathtext_superscripts_count_at_their_drawn_size():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.loglog([1, 1000], [1, 1e6])
+    sizes = dict(viz.rendered_font_sizes(fig))
+    assert min(sizes.values()) == pytest.approx(10 * viz.MATHTEXT_SCRIPT)  # the 10^k tick labels
+    viz.plain_log_ticks(ax)
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert "1000" in labels and "1e6" in labels
+    assert viz.rendered_font_sizes(fig)[0][1] == pytest.approx(10.0)
+    plt.close(fig)

@@ -65,15 +65,17 @@ def check_mask(mask, name: str, target_shape: tuple[int, ...]) -> np.ndarray:
     return mask
 
 
-def check_memory(shape: tuple[int, ...], dtype, max_bytes: int | None, what: str) -> None:
-    """Refuse, before allocating, an array of ``shape`` that would exceed ``max_bytes``."""
+def check_memory(shape: tuple[int, ...], dtype, max_bytes: int | None, what: str, hint: str = "") -> None:
+    """Refuse, before allocating, an array of ``shape`` that would exceed ``max_bytes``.
+
+    ``hint`` is appended to the message: another way to make the call fit."""
     limit = DEFAULT_MAX_SCORE_BYTES if max_bytes is None else check_positive_int(max_bytes, "max_bytes")
     need = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
     if need > limit:
         raise MemoryBudgetError(
             f"{what} of shape {tuple(shape)} ({np.dtype(dtype).name}) would need {need:,} bytes "
             f"({need / 2**30:.2f} GiB), over the limit of {limit:,} bytes ({limit / 2**30:.2f} GiB); "
-            f"reduce B, h or N, or pass a larger max_bytes"
+            f"reduce B, h or N, or pass a larger max_bytes{hint}"
         )
 
 

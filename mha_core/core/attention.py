@@ -66,6 +66,15 @@ def scaled_dot_product_attention(
     out : ndarray of shape (..., N_q, d_v)
     weights : ndarray of shape (..., N_q, N_k); each allowed row sums to 1.
     """
+    lead, scale = check_attention_args(q, k, v, mask, scale)
+    scores_shape = (*lead, q.shape[-2], k.shape[-2])  # (..., N_q, N_k)
+    check_memory(scores_shape, q.dtype, max_bytes, "the attention scores")
+    return _attend(q, k, v, mask, scale, tracer=tracer)
+
+
+def check_attention_args(q, k, v, mask, scale) -> tuple[tuple[int, ...], float]:
+    """Check the arguments shared by every attention function; return the broadcast leading
+    shape of q, k and v and the scale (default ``1 / sqrt(d_k)``)."""
     q = check_float_array(q, "q")
     k = check_float_array(k, "k")
     v = check_float_array(v, "v")
@@ -93,8 +102,7 @@ def scaled_dot_product_attention(
         raise TypeError(f"scale must be a float, got {type(scale).__name__} {scale!r}")
     elif not np.isfinite(scale):
         raise ValueError(f"scale must be finite, got scale={scale}")
-    check_memory(scores_shape, q.dtype, max_bytes, "the attention scores")
-    return _attend(q, k, v, mask, scale, tracer=tracer)
+    return lead, float(scale)
 
 
 def _attend(q, k, v, mask, scale: float, *, tracer=None, keep_weights: bool = True):

@@ -152,13 +152,11 @@ def mha_forward(
     cross = x_kv is not None
     c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, None)
     keep: Cache = {}
-    out, _ = _layer_forward(c, NO_TRACER, True, keep)  # the core's forward, keeping its intermediates
-    lead, n_q, n_k = c.x.shape[:-2], c.x.shape[-2], c.x_kv.shape[-2]
+    out, weights = _layer_forward(c, NO_TRACER, True, keep)  # the core's forward, keeping its intermediates
     cache = {
         "kind": "mha", "x": c.x, "x_kv": c.x_kv, "cross": cross, "params": params, "h": c.h,
         "n_kv": c.n_kv, "head_mask": c.head_mask, "heads": keep["heads"], "concat": keep["concat"],
-        "att": keep["att"], "weights": keep["att"]["weights"].reshape(*lead, c.h, n_q, n_k),
-        "out_shape": out.shape,
+        "att": keep["att"], "weights": weights, "out_shape": out.shape,
     }
     return out, cache
 

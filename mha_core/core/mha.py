@@ -2,6 +2,8 @@
 
 ``multi_head_attention``: the way it is run. Three fused projections (one matmul each for all
 heads), ``split_heads``, one batched attention over every head at once, ``merge_heads``, ``W_O``.
+The attention runs one-shot (``_attend``) when the weights are wanted, traced or small, and
+tiled with an online softmax (``flash._flash``) otherwise: see ``uses_tiles``.
 
 ``multi_head_attention_per_head``: the way it is explained. A Python loop over heads, each
 using its own column slice ``W_Q[:, i*d_k:(i+1)*d_k]``, then concat and ``W_O``.
@@ -17,17 +19,31 @@ Symbols: ``B`` batch (optional), ``N_q``/``N_k`` query/key lengths, ``h`` query 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from ._checks import check_finite, check_float_array, check_mask, check_memory, check_positive_int
 from .attention import _attend, scaled_dot_product_attention
+from .flash import _flash
 from .heads import head_columns, merge_heads, split_heads
 from .masks import causal_mask
+from .rope import apply_rope, check_rope
 from .trace import NO_TRACER
 
 WEIGHT_NAMES = ("W_Q", "W_K", "W_V", "W_O")
 BIAS_NAMES = ("b_Q", "b_K", "b_V", "b_O")
+# The fused layer switches from one-shot to tiled (online-softmax) attention when the score
+# tensor (B, h, N_q, N_k) would exceed this: h=8, N > 362 in float32. Measured on the shared
+# 2-core machine, the tiled path was 2.6x faster than the one-shot path at N=512 and 2.9x at
+# N=256 (its BLAS calls run one thread per worker, which a busy machine punishes far less), and
+# its memory grows as N instead of N^2. Below it (N=100: 0.3 MiB) the one-shot path is kept:
+# one block, no thread-pool set-up, and the same work. benchmarks/RESULTS_long_context.md.
+TILED_MIN_SCORE_BYTES = 4 * 2**20
+WEIGHTS_HINT = (
+    "; or leave return_weights out: without the weights the layer runs tiled (online-softmax) "
+    "attention, whose memory grows as N, not N^2"
+)
 
 
 @dataclass(frozen=True)
@@ -41,19 +57,35 @@ class _Call:
     n_kv: int
     d_k: int
     d_v: int
-    mask: np.ndarray | None  # bool, broadcastable to (..., h, N_q, N_k)
+    key_mask: np.ndarray | None  # the caller's mask: bool, broadcastable to (..., h, N_q, N_k)
+    causal: bool
     head_mask: np.ndarray | None  # (h,)
     max_bytes: int | None
+    rope_base: float | None = None  # RoPE between the projections and the scores (rope.py)
 
     @property
     def group(self) -> int:
         return self.h // self.n_kv
 
+    @cached_property
+    def mask(self) -> np.ndarray | None:
+        """``key_mask`` AND the causal mask: an (N_q, N_k) array, built only when first asked for
+        (the tiled path never asks, so a long causal call never holds an N_q x N_k mask)."""
+        if not self.causal:
+            return self.key_mask
+        tri = causal_mask(self.x.shape[-2], self.x_kv.shape[-2])  # (N_q, N_k)
+        return tri if self.key_mask is None else self.key_mask & tri
+
     def bias(self, name: str):
         return self.params.get(name)
 
 
-def _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes) -> _Call:
+def _validate(
+    x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes, rope_base=None, *,
+    scores=True, hint="",
+) -> _Call:
+    """Check every argument; with ``scores``, also refuse a (..., h, N_q, N_k) score tensor over
+    the memory budget (for a call that holds the whole tensor: weights kept or traced)."""
     x = check_float_array(x, "x", ndims=(2, 3))
     h = check_positive_int(n_heads, "n_heads")
     n_kv = h if n_kv_heads is None else check_positive_int(n_kv_heads, "n_kv_heads")
@@ -112,8 +144,6 @@ def _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max
     scores_shape = (*lead, h, n_q, n_k)  # (..., h, N_q, N_k)
     if mask is not None:
         check_mask(mask, "mask", scores_shape)
-    if causal:
-        mask = causal_mask(n_q, n_k) if mask is None else mask & causal_mask(n_q, n_k)
     if head_mask is not None:
         head_mask = np.asarray(head_mask)
         if head_mask.shape != (h,):
@@ -122,8 +152,24 @@ def _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max
             raise TypeError(f"head_mask must be bool or numeric, got {head_mask.dtype}")
         head_mask = head_mask.astype(x.dtype)
         check_finite(head_mask, "head_mask")
-    check_memory(scores_shape, x.dtype, max_bytes, "the attention scores")
-    return _Call(x, x_kv, params, h, n_kv, d_k, d_v, mask, head_mask, max_bytes)
+    if scores:
+        check_memory(scores_shape, x.dtype, max_bytes, "the attention scores", hint=hint)
+    elif max_bytes is not None:
+        check_positive_int(max_bytes, "max_bytes")
+    if rope_base is not None:
+        rope_base = check_rope(rope_base, d_k)
+    return _Call(x, x_kv, params, h, n_kv, d_k, d_v, mask, bool(causal), head_mask, max_bytes, rope_base)
+
+
+def uses_tiles(c: _Call, keep_weights: bool, traced: bool) -> bool:
+    """Which attention the fused layer runs: tiled (online softmax, never the N_q x N_k scores)
+    unless the weights are wanted, a tracer records the textbook steps, or the score tensor is
+    at most ``TILED_MIN_SCORE_BYTES``."""
+    if keep_weights or traced:
+        return False
+    lead, n_q, n_k = c.x.shape[:-2], c.x.shape[-2], c.x_kv.shape[-2]
+    score_bytes = int(np.prod((*lead, c.h, n_q, n_k), dtype=np.int64)) * c.x.itemsize
+    return score_bytes > TILED_MIN_SCORE_BYTES
 
 
 def _project(t, name: str, x: np.ndarray, W: np.ndarray, b) -> np.ndarray:
@@ -154,7 +200,11 @@ def _heads_forward(
     Qh = t.record("Q heads: transpose", split_heads(Q, c.h))  # (..., h, N_q, d_k)
     Kh = t.record("K heads", split_heads(K, c.n_kv))  # (..., n_kv, N_k, d_k)
     Vh = t.record("V heads", split_heads(V, c.n_kv))  # (..., n_kv, N_k, d_v)
-    mask = c.mask
+    if c.rope_base is not None:  # RoPE: turn each query and key by its position, before the scores
+        Qh = t.record("Q rotated: RoPE", apply_rope(Qh, base=c.rope_base))  # (..., h, N_q, d_k)
+        Kh = t.record("K rotated: RoPE", apply_rope(Kh, base=c.rope_base))  # (..., n_kv, N_k, d_k)
+    tiled = keep is None and uses_tiles(c, keep_weights, t is not NO_TRACER)  # backward keeps weights
+    mask = c.key_mask if tiled else c.mask  # the tiled path applies `causal` tile by tile
     if c.group > 1:  # GQA/MQA: view the h query heads as n_kv groups of g sharing one K/V head
         Qh = Qh.reshape(*lead, c.n_kv, c.group, n_q, c.d_k)  # (..., n_kv, g, N_q, d_k)
         Kh = Kh[..., :, None, :, :]  # (..., n_kv, 1, N_k, d_k), broadcast over the group
@@ -162,9 +212,12 @@ def _heads_forward(
         if mask is not None:
             full = np.broadcast_to(mask, (*lead, c.h, n_q, n_k))  # (..., h, N_q, N_k), a view
             mask = full.reshape(*lead, c.n_kv, c.group, n_q, n_k)  # (..., n_kv, g, N_q, N_k)
-    # _attend: scaled_dot_product_attention without re-checking what _validate has checked
+    # _attend / _flash: the attention functions without re-checking what _validate has checked
     scale = 1.0 / np.sqrt(c.d_k)
-    heads, weights = _attend(Qh, Kh, Vh, mask, scale, tracer=t, keep_weights=keep_weights)
+    if tiled:
+        heads, weights = _flash(Qh, Kh, Vh, mask, scale, causal=c.causal), None
+    else:
+        heads, weights = _attend(Qh, Kh, Vh, mask, scale, tracer=t, keep_weights=keep_weights)
     if keep is not None:
         keep["att"] = {"kind": "attention", "q": Qh, "k": Kh, "v": Vh, "weights": weights, "scale": scale}
     heads = heads.reshape(*lead, c.h, n_q, c.d_v)  # (..., h, N_q, d_v)
@@ -190,7 +243,7 @@ def _check_output(out: np.ndarray, c: _Call) -> None:
 
 def multi_head_attention(
     x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None,
-    return_weights=False, head_mask=None, max_bytes=None, tracer=None,
+    return_weights=False, head_mask=None, max_bytes=None, tracer=None, rope_base=None,
 ):
     """Multi-head attention, batched over every head at once.
 
@@ -212,19 +265,31 @@ def multi_head_attention(
         ``n_kv`` for GQA/MQA; default ``h``. Query head ``i`` uses kv head ``i // (h // n_kv)``.
     return_weights : bool, default False
         Also return the attention weights, shape (B, h, N_q, N_k) (no B axis for 2-D ``x``).
+        Without them (and without a tracer) a score tensor over ``TILED_MIN_SCORE_BYTES``
+        (4 MiB: h=8, N > 362 in float32) is never built: the attention runs tile by tile with
+        an online softmax (``flash_attention``), the same numbers to float rounding, in memory
+        that grows as N instead of N^2. Smaller calls run one-shot (no thread pool to start).
     head_mask : array of shape (h,), optional
         Multiplies each head's output before ``W_O``; 0 removes (prunes) a head.
     max_bytes : int, optional
-        Limit for the score tensor, default 2 GiB; larger requests fail before allocating.
+        Limit for the score tensor when it is built (weights returned, or a tracer), default
+        2 GiB; larger requests fail with ``MemoryBudgetError`` before allocating.
     tracer : Tracer, optional
-        Records every step's shape and every matmul's MACs.
+        Records every step's shape and every matmul's MACs (one-shot, at full size).
+    rope_base : float, optional
+        Rotary position embedding: when given, every query and key head is rotated by its
+        position (0, 1, ...) with ``apply_rope(..., base=rope_base)`` after the projections
+        and before the scores (Llama-style models). Default None: no rotation.
 
     Returns
     -------
     out : ndarray of the same shape and dtype as ``x``
     weights : ndarray of shape (..., h, N_q, N_k), only when ``return_weights``
     """
-    c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes)
+    c = _validate(
+        x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes, rope_base,
+        scores=return_weights or tracer is not None, hint=WEIGHTS_HINT if return_weights else "",
+    )
     out, weights = _layer_forward(c, tracer or NO_TRACER, return_weights)
     return (out, weights) if return_weights else out
 
@@ -245,7 +310,7 @@ def _layer_forward(c: _Call, t, keep_weights: bool, keep: dict | None = None) ->
 
 def multi_head_attention_per_head(
     x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None,
-    return_weights=False, head_mask=None, max_bytes=None, tracer=None,
+    return_weights=False, head_mask=None, max_bytes=None, tracer=None, rope_base=None,
 ):
     """The readable reference: an explicit loop over heads. Same signature and result as
     ``multi_head_attention``.
@@ -254,7 +319,7 @@ def multi_head_attention_per_head(
     ``W_K[:, j*d_k:(j+1)*d_k]`` and ``W_V[:, j*d_v:(j+1)*d_v]``. The head outputs are
     concatenated along the width and multiplied by ``W_O``.
     """
-    c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes)
+    c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, max_bytes, rope_base)
     t = tracer or NO_TRACER
     p, d_k, d_v = params, c.d_k, c.d_v
     lead, n_q, n_k = c.x.shape[:-2], c.x.shape[-2], c.x_kv.shape[-2]
@@ -267,6 +332,8 @@ def multi_head_attention_per_head(
         Q_i = t.matmul(f"Q_{i}", c.x, p["W_Q"][:, q_cols])  # (..., N_q, d_k)
         if "b_Q" in p:
             Q_i = Q_i + p["b_Q"][q_cols]
+        if c.rope_base is not None:
+            Q_i = apply_rope(Q_i, base=c.rope_base)  # (..., N_q, d_k), rotated by position
         if j not in kv_heads:
             k_cols, v_cols = head_columns(j, d_k), head_columns(j, d_v)
             K_j = t.matmul(f"K_{j}", c.x_kv, p["W_K"][:, k_cols])  # (..., N_k, d_k)
@@ -275,6 +342,8 @@ def multi_head_attention_per_head(
                 K_j = K_j + p["b_K"][k_cols]
             if "b_V" in p:
                 V_j = V_j + p["b_V"][v_cols]
+            if c.rope_base is not None:
+                K_j = apply_rope(K_j, base=c.rope_base)  # (..., N_k, d_k), rotated by position
             kv_heads[j] = (K_j, V_j)
         K_i, V_i = kv_heads[j]  # (..., N_k, d_k), (..., N_k, d_v)
         mask_i = None if full_mask is None else full_mask[..., i, :, :]  # (..., N_q, N_k)
@@ -298,7 +367,7 @@ def head_outputs(x, params, n_heads, **kwargs) -> np.ndarray:
 
     Takes the keyword arguments of ``multi_head_attention`` except ``return_weights``.
     """
-    c = _validate(x, params, n_heads, **_call_kwargs(kwargs))
+    c = _validate(x, params, n_heads, **_call_kwargs(kwargs), scores=kwargs.get("tracer") is not None)
     heads, _ = _heads_forward(c, kwargs.get("tracer") or NO_TRACER, keep_weights=False)
     _check_output(heads, c)  # NaN/inf input -> an error naming it, as in multi_head_attention
     return heads  # (..., h, N_q, d_v)
@@ -317,7 +386,7 @@ def head_contributions(x, params, n_heads, **kwargs) -> np.ndarray:
 
 
 def _call_kwargs(kwargs: dict) -> dict:
-    allowed = {"x_kv", "mask", "causal", "n_kv_heads", "head_mask", "max_bytes", "tracer"}
+    allowed = {"x_kv", "mask", "causal", "n_kv_heads", "head_mask", "max_bytes", "tracer", "rope_base"}
     unknown = set(kwargs) - allowed
     if unknown:
         raise TypeError(f"unexpected keyword arguments {sorted(unknown)}; allowed: {sorted(allowed)}")

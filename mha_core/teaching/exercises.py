@@ -1,5 +1,17 @@
 """Checkers for the notebooks' exercises: run the reader's code, say what is right or wrong.
 
+An exercise cell in a notebook holds a blank stub and its checker::
+
+    def softmax(x):
+        raise NotImplementedError("your code here")
+
+    check_softmax(softmax)
+
+Until the reader writes the body, the checker answers "not attempted yet" (``ok=False,
+attempted=False``) instead of raising, so a notebook with blank exercises runs top to bottom.
+The worked solutions live in ``notebooks/solutions/``. Numeric questions work the same way:
+``check_answer("params_768_12", ...)`` with the literal ``...`` is "not attempted yet".
+
 Each ``check_*`` function takes the reader's function (or, for the scale, a number), runs it on
 seeded inputs and compares the result with ``mha_core``'s answer. When they differ it compares
 the result with each known mistake from ``mha_core.teaching.pitfalls`` and names the one that matches.
@@ -25,10 +37,12 @@ import numpy as np
 
 from ..core.attention import scaled_dot_product_attention
 from ..core.config import MHAConfig, init_params
+from ..core.counts import count_macs, count_params, kv_cache_bytes
 from ..core.heads import merge_heads, split_heads
 from ..core.masks import causal_mask
 from ..core.mha import multi_head_attention
 from ..core.softmax import softmax
+from . import pitfalls
 from .pitfalls import PITFALLS
 
 __all__ = [
@@ -36,6 +50,8 @@ __all__ = [
     "check_attention",
     "check_causal_mask",
     "check_merge_heads",
+    "QUESTIONS",
+    "check_answer",
     "check_multi_head_attention",
     "check_scale",
     "check_softmax",
@@ -66,13 +82,19 @@ class Feedback:
         One readable paragraph: what was checked, and what is wrong if anything.
     pitfall : str or None
         The name of the recognised mistake (a key of ``mha_core.teaching.pitfalls.PITFALLS``), if any.
+    attempted : bool, default True
+        False while the exercise is still blank: the reader's stub raised ``NotImplementedError``
+        (or the answer is the literal ``...``). ``ok`` is then False too.
     """
 
     ok: bool
     message: str
     pitfall: str | None = None
+    attempted: bool = True
 
     def _headline(self) -> str:
+        if not self.attempted:
+            return "not attempted yet"
         if self.ok:
             return "correct"
         return "not yet" + (f", pitfall {self.pitfall}" if self.pitfall else "")
@@ -82,12 +104,27 @@ class Feedback:
 
     def _repr_html_(self) -> str:
         # Blue for right, orange for wrong (readable with red-green colour blindness), plus a symbol.
-        colour, symbol = ("#2166ac", "&#10003;") if self.ok else ("#b35806", "&#10007;")
+        # Grey with an open circle for a blank exercise: nothing is wrong yet.
+        if not self.attempted:
+            colour, symbol = ("#595959", "&#9675;")
+        elif self.ok:
+            colour, symbol = ("#2166ac", "&#10003;")
+        else:
+            colour, symbol = ("#b35806", "&#10007;")
         return (
             f'<div style="border-left:5px solid {colour};padding:4px 10px;margin:4px 0">'
             f'<b style="color:{colour}">{symbol} {html.escape(self._headline())}:</b> '
             f"{html.escape(self.message)}</div>"
         )
+
+
+def _not_attempted(what: str) -> Feedback:
+    return Feedback(
+        False,
+        f"Your {what} still raises NotImplementedError: replace that line with your code, "
+        f"then run this cell again.",
+        attempted=False,
+    )
 
 
 # --------------------------------------------------------------------------- engine
@@ -167,6 +204,8 @@ def _run(
         args = _copy_args(case.args)
         try:
             got = _call(fn, args)
+        except NotImplementedError:  # the blank stub: nothing to judge yet
+            return _not_attempted(f"{what} function")
         except Exception as e:  # the reader's bug is reported, not raised
             return Feedback(False, f"Your function raised {type(e).__name__}: {e} ({case.label}).")
         if unpack_first and isinstance(got, tuple) and got:
@@ -335,7 +374,8 @@ def check_scale(fn_or_value, *, d_model: int = 512, n_heads: int = 8) -> Feedbac
     ----------
     fn_or_value : float or callable ``fn(d_model, n_heads) -> float``
         A number is checked for ``d_model`` and ``n_heads`` below. A function is called for
-        several (d_model, h) pairs, so a hard-coded number is caught.
+        several (d_model, h) pairs, so a hard-coded number is caught. The literal ``...`` (or a
+        function raising ``NotImplementedError``) is a blank exercise: "not attempted yet".
     d_model, n_heads : int, default 512 and 8
         The layer a plain number refers to (the texts' worked example: d_k = 64).
 
@@ -344,11 +384,15 @@ def check_scale(fn_or_value, *, d_model: int = 512, n_heads: int = 8) -> Feedbac
     Feedback; the right answer is ``1 / sqrt(d_k)`` with ``d_k = d_model / h``.
     """
     config = MHAConfig(d_model, n_heads)  # validates d_model and n_heads
+    if fn_or_value is ...:
+        return Feedback(False, "Replace ... with your number, then run this cell again.", attempted=False)
     if callable(fn_or_value):
         for dm, h in _SCALE_CONFIGS:
             where = f"d_model={dm}, h={h}"
             try:
                 value = _call(fn_or_value, (dm, h))
+            except NotImplementedError:
+                return _not_attempted("scale function")
             except Exception as e:
                 return Feedback(False, f"Your function raised {type(e).__name__}: {e} ({where}).")
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
@@ -455,14 +499,24 @@ def check_attention(fn: Callable, *, with_mask: bool = True) -> Feedback:
     return _run(fn, cases, "attention", unpack_first=True)
 
 
-def check_multi_head_attention(fn: Callable) -> Feedback:
-    """Check the reader's ``mha(x, params, n_heads)`` against ``multi_head_attention``.
+def _layer_with_attention(attention: Callable, x: np.ndarray, params: dict, n_heads: int) -> np.ndarray:
+    """The whole layer with ``attention`` swapped in: how a reader's wrong scale shows at layer level."""
+    q, k, v = (split_heads(x @ params[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)
+    heads, _ = attention(q, k, v)  # (..., h, N, d_v)
+    return merge_heads(heads) @ params["W_O"]  # (..., N, h*d_v) @ (h*d_v, d_model) -> (..., N, d_model)
 
-    Case: x of shape (N, d_model) = (5, 12), h = 4, weights from ``init_params`` (float64, seeded).
+
+def check_multi_head_attention(fn: Callable) -> Feedback:
+    """Check the reader's ``mha(x, params, n_heads)`` (the capstone) against ``multi_head_attention``.
+
+    Cases: x of shape (N, d_model) = (5, 12), then (B, N, d_model) = (2, 5, 12); h = 4; weights
+    from ``init_params`` (float64, seeded, no biases, no mask). Recognised at layer level: no
+    ``W_O``, a split without the transpose, and the scale or softmax-axis mistakes of ``attention``.
 
     Parameters
     ----------
-    fn : callable ``fn(x, params, n_heads) -> ndarray of shape (N, d_model)``
+    fn : callable ``fn(x, params, n_heads) -> ndarray of shape (..., N, d_model)``
+        ``params`` holds ``W_Q, W_K, W_V, W_O``, each of shape (d_model, d_model).
 
     Returns
     -------
@@ -471,7 +525,149 @@ def check_multi_head_attention(fn: Callable) -> Feedback:
     _check_callable(fn)
     rng = _rng()
     params = init_params(MHAConfig(H * D_K, H), rng, dtype=np.float64)
-    x = rng.standard_normal((N, H * D_K))  # (N, d_model)
-    wrong = {"no_output_projection": PITFALLS["no_output_projection"].fn(x, params, H)}
-    case = _Case(f"x of shape {x.shape}, h={H}", (x, params, H), multi_head_attention(x, params, H), wrong)
-    return _run(fn, [case], "multi_head_attention", unpack_first=True)
+    cases = []
+    for label, shape in (("x of shape (N, d_model)", (N, H * D_K)), ("x of shape (B, N, d_model)", (BATCH, N, H * D_K))):
+        x = rng.standard_normal(shape)  # (B?, N, d_model)
+        wrong = {
+            "no_output_projection": PITFALLS["no_output_projection"].fn(x, params, H),
+            "split_without_transpose": pitfalls.multi_head_attention_without_transpose(x, params, H),
+        }
+        for name in ("scale_sqrt_d_model", "scale_missing", "attention_softmax_over_queries"):
+            wrong[name] = _layer_with_attention(PITFALLS[name].fn, x, params, H)
+        cases.append(_Case(f"{label} = {shape}, h={H}", (x, params, H), multi_head_attention(x, params, H), wrong))
+    return _run(fn, cases, "multi_head_attention", unpack_first=True)
+
+
+# --------------------------------------------------------------------------- numeric questions
+
+
+@dataclass(frozen=True)
+class Question:
+    """A short numeric question whose answer ``mha_core`` computes.
+
+    Attributes
+    ----------
+    prompt : str
+        The question as the notebook asks it.
+    unit : str
+        What the number counts ("parameters", "MiB", ...).
+    answer : callable ``() -> float``
+        Computes the right answer from the core's counting functions (never typed).
+    mistakes : callable ``() -> dict[str, float]``
+        Known wrong answers: description of the mistake -> the number it gives.
+    """
+
+    prompt: str
+    unit: str
+    answer: Callable[[], float]
+    mistakes: Callable[[], dict[str, float]]
+
+
+_MIB = 2**20
+# The GQA question's model: the shape of a Llama-2-70B-style layer stack (h = 64 query heads,
+# n_kv = 8 key/value heads, d_k = 128, 80 layers), a 4,096-token context, fp16 cache.
+_GQA = {"d_model": 8192, "h": 64, "n_kv": 8, "layers": 80, "tokens": 4096}
+
+
+def _gqa_cache_mib(n_kv: int, *, layers: int = _GQA["layers"]) -> float:
+    """The question's KV cache in MiB, keys and values, with ``n_kv`` key/value heads."""
+    c = MHAConfig(_GQA["d_model"], _GQA["h"], n_kv)
+    return kv_cache_bytes(c, _GQA["tokens"], n_layers=layers) / _MIB
+
+
+QUESTIONS: dict[str, Question] = {
+    "params_768_12": Question(
+        "How many weights does one multi-head attention layer hold at d_model = 768 and h = 12 "
+        "(GPT-2 small's width), without biases?",
+        "parameters",
+        lambda: count_params(MHAConfig(768, 12))["total"],
+        lambda: {
+            "you multiplied by the number of heads: the heads split d_model, they do not copy it":
+                12 * count_params(MHAConfig(768, 12))["total"],
+            "you counted the biases too; the question asks for the weights alone":
+                count_params(MHAConfig(768, 12, bias=True))["total"],
+            "that is W_Q, W_K and W_V only; W_O is a fourth d_model x d_model matrix":
+                3 * count_params(MHAConfig(768, 12))["W_Q"],
+            "that is one head's W_Q, W_K, W_V and W_O slices; the layer has h of them":
+                count_params(MHAConfig(768, 12))["total"] // 12,
+        },
+    ),
+    "d_k_768_12": Question(
+        "What is the per-head width d_k at d_model = 768 and h = 12?",
+        "dimensions",
+        lambda: MHAConfig(768, 12).d_k,
+        lambda: {"that is d_model itself; each head works in d_model / h dimensions": 768},
+    ),
+    "attention_macs_512_8_2000": Question(
+        "The worked example (d_model = 512, h = 8) at N = 2,000 tokens: how many multiply-"
+        "accumulates do the scores Q K^T and the weighted sum of V take together, over all heads?",
+        "MACs",
+        lambda: count_macs(MHAConfig(512, 8), 2000)["attention"],
+        lambda: {
+            "that is one head; the h heads each do N^2 * d_k, and h * d_k = d_model":
+                count_macs(MHAConfig(512, 8), 2000)["attention"] // 8,
+            "that is the scores alone; the weighted sum of V costs as much again":
+                count_macs(MHAConfig(512, 8), 2000)["scores"],
+            "that is the projections (4 N d_model^2); the question asks for the attention core":
+                count_macs(MHAConfig(512, 8), 2000)["projections"],
+        },
+    ),
+    "kv_cache_gqa_mib": Question(
+        f"A GQA model: d_model = {_GQA['d_model']:,}, h = {_GQA['h']} query heads, "
+        f"n_kv = {_GQA['n_kv']} key/value heads, {_GQA['layers']} layers. How many MiB does its "
+        f"KV cache take for one sequence of {_GQA['tokens']:,} tokens in fp16 (2 bytes a number)?",
+        "MiB",
+        lambda: _gqa_cache_mib(_GQA["n_kv"]),
+        lambda: {
+            "that is the cache of plain MHA (n_kv = h); GQA caches n_kv heads, not h":
+                _gqa_cache_mib(_GQA["h"]),
+            "you cached K or V, not both: the cache holds the keys AND the values":
+                _gqa_cache_mib(_GQA["n_kv"]) / 2,
+            "that is one layer; every layer keeps its own cache":
+                _gqa_cache_mib(_GQA["n_kv"], layers=1),
+            "that is MQA (n_kv = 1); this model keeps n_kv key/value heads":
+                _gqa_cache_mib(1),
+        },
+    ),
+}
+"""Question id -> ``Question``; ``check_answer(question_id, value)`` checks a reader's number."""
+
+# A numeric answer is right within this relative tolerance (reading 2,359,296 off a calculator
+# is exact; a MiB figure typed to three decimals is within 1e-3).
+ANSWER_RTOL = 1e-3
+
+
+def _fmt(x: float) -> str:
+    """A number as a reader writes it: 28,311,552 or 1,280 or 0.125."""
+    x = float(x)
+    return f"{int(x):,}" if x.is_integer() and abs(x) < 1e18 else f"{x:,.6g}"
+
+
+def check_answer(question_id: str, value) -> Feedback:
+    """Check the reader's number for ``QUESTIONS[question_id]``; ``...`` means "not attempted yet".
+
+    Parameters
+    ----------
+    question_id : str
+        A key of ``QUESTIONS``.
+    value : int or float, or ``...``
+        The reader's answer, in the question's unit. Right within a relative ``ANSWER_RTOL``.
+
+    Returns
+    -------
+    Feedback; a known wrong answer is explained in ``message``.
+    """
+    if not isinstance(question_id, str) or question_id not in QUESTIONS:
+        raise ValueError(f"question_id must be one of {sorted(QUESTIONS)}, got {question_id!r}")
+    q = QUESTIONS[question_id]
+    if value is ...:
+        return Feedback(False, f"{q.prompt} Replace ... with your number, then run this cell again.", attempted=False)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"value must be a number (in {q.unit}), got {type(value).__name__} {value!r}")
+    right = float(q.answer())
+    if np.isclose(value, right, rtol=ANSWER_RTOL, atol=0):
+        return Feedback(True, f"{_fmt(right)} {q.unit}.")
+    for mistake, wrong in q.mistakes().items():
+        if np.isclose(value, wrong, rtol=ANSWER_RTOL, atol=0):
+            return Feedback(False, f"{_fmt(value)} {q.unit}: {mistake}.")
+    return Feedback(False, f"{_fmt(value)} {q.unit} is not it; check the formula in the notebook and try again.")

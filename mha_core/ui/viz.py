@@ -10,10 +10,24 @@ content as an ordinary matplotlib figure (notebooks, PNG/SVG downloads).
 
 ``ledger_html``, ``draw_shape_boxes`` and ``shape_boxes_svg`` show the output of
 ``mha_core.trace_shapes``; ``canvas_png`` and ``figure_bytes`` turn figures into bytes.
+
+``show_figure(fig, alt)`` puts a figure into a notebook as an ``<img>`` with alt text, and
+``rendered_font_sizes`` measures its text at the size a reader sees (projector rule: >= 10 pt).
+
+Why an HTML ``<img>`` and not a PNG output with ``{"image/png": {"alt": ...}}`` metadata (checked
+on this machine): JupyterLab 4.6's image renderer and nbconvert's ``lab`` template (used by Voila
+and by ``jupyter nbconvert --to html``) ignore that metadata, and only nbconvert's ``classic``
+template reads it; every one of them renders an ``<img alt=...>`` given as ``text/html``, and
+JupyterLab's sanitizer keeps a ``data:`` image source in an untrusted notebook (it checks schemes
+on ``href`` and ``cite`` only). strict nbval compares ``text/html``: the PNG's base64 is replaced
+by a placeholder in ``tests/nbval_sanitize.cfg`` (its bytes depend on the machine's freetype),
+so the comparison checks the alt text and the width, which are computed and deterministic. The
+``text/plain`` alternative is the alt text too.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import io
 import math
@@ -26,6 +40,8 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import PowerNorm, to_rgb
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.text import Text
+from matplotlib.ticker import FuncFormatter, NullFormatter
 from PIL import Image
 
 # Weights live in [0, 1]; with N = 64 a uniform row is 1/64, invisible on a linear scale.
@@ -33,13 +49,31 @@ from PIL import Image
 # and a fixed [0, 1] range keeps the colorbar, and so the background, unchanged between redraws.
 WEIGHT_GAMMA = 0.5
 CMAP = "viridis"
+
+# -- text that survives a projector -----------------------------------------------------------
+# Every text of every figure must be at least MIN_FONT_PT at the size the reader sees. A notebook
+# front end shows a figure at CSS_PX_PER_INCH CSS pixels per inch of figure (CSS: 96 px = 72 pt),
+# shrunk to fit the output column (JupyterLab, nbviewer and GitHub cap images at 100 % of it), so
+# a font of s pt renders at s * min(1, COLUMN_PX / (96 * width in inches)) pt.
+MIN_FONT_PT = 10.0
+CSS_PX_PER_INCH = 96
+# Output column assumed, in CSS px: nbviewer's and GitHub's notebook columns are about 800-850 px
+# wide; JupyterLab on a 1280 px projector gives more. The narrowest is the honest one.
+COLUMN_PX = 800
+# PNG pixels per inch of figure in show_figure: 1.5x the CSS density, sharp on projectors and
+# high-density screens without making the stored notebooks heavy.
+FIGURE_DPI = 144
+# Size of mathtext sub- and superscripts relative to the text (matplotlib's mathtext SHRINK_FACTOR).
+MATHTEXT_SCRIPT = 0.7
+
+
+def fit_font_pt(width_inches: float, pt: float = MIN_FONT_PT) -> float:
+    """The font size (pt) to use in a figure ``width_inches`` wide so that it renders at >= ``pt``."""
+    return pt * max(1.0, CSS_PX_PER_INCH * width_inches / COLUMN_PX)
+
+
 # At most this many token labels per axis of a matplotlib figure; more would overlap.
 MAX_TICK_LABELS = 22
-# Font sizes (points) of the token labels and the title of HeadGrid, and the least pixel
-# distance between two token labels (a 6 pt label is ~7 px tall at 80 dpi).
-LABEL_PT = 6.0
-TITLE_PT = 10.0
-LABEL_PX = 8
 # Tiles per row of the head grid: 16 heads -> 4 x 4.
 GRID_COLS = 4
 # zlib level 1: the PNG of a 16-head grid encodes in a few ms, vs ~10x longer at the default 6.
@@ -62,9 +96,9 @@ def _check_weights(weights, labels) -> tuple[np.ndarray, list[str]]:
     return weights, [str(t) for t in labels]
 
 
-def _tick_positions(n: int) -> np.ndarray:
-    """Every k-th position, so that at most ``MAX_TICK_LABELS`` labels show: shape (<= MAX_TICK_LABELS,)."""
-    step = max(1, math.ceil(n / MAX_TICK_LABELS))
+def _tick_positions(n: int, max_labels: int = MAX_TICK_LABELS) -> np.ndarray:
+    """Every k-th position, so that at most ``max_labels`` labels show: shape (<= max_labels,)."""
+    step = max(1, math.ceil(n / max_labels))
     return np.arange(0, n, step)
 
 
@@ -166,6 +200,8 @@ class HeadGrid:
         Side of one head's tile.
     dpi : int, default 80
         Pixels per inch of the rendered PNG.
+    tile_titles : bool, default True
+        Write "head i" above each tile (off for a single head whose title names it).
 
     Examples
     --------
@@ -174,15 +210,20 @@ class HeadGrid:
     """
 
     # Margins around the tiles, in inches: labels left and below, colorbar right, titles on top.
-    LEFT, RIGHT, TOP, BOTTOM, GUTTER = 1.05, 1.15, 0.6, 0.95, 0.35
+    LEFT, RIGHT, TOP, BOTTOM, GUTTER = 1.35, 1.5, 0.75, 1.3, 0.45
 
-    def __init__(self, panel_inches: float = 2.3, dpi: int = 80):
+    def __init__(self, panel_inches: float = 2.3, dpi: int = 80, tile_titles: bool = True):
         if isinstance(panel_inches, bool) or not isinstance(panel_inches, (int, float)) or not panel_inches > 0:
             raise ValueError(f"panel_inches must be a positive number, got {panel_inches!r}")
         if isinstance(dpi, bool) or not isinstance(dpi, int) or dpi <= 0:
             raise ValueError(f"dpi must be a positive int, got {dpi!r}")
         self.panel_inches = float(panel_inches)
         self.dpi = dpi
+        self.tile_titles = bool(tile_titles)
+        # The PNG is shown one image pixel per CSS pixel, so s pt renders at s * dpi / 96 pt:
+        # every text of the grid is drawn at font_pt, which renders at MIN_FONT_PT.
+        self.font_pt = max(MIN_FONT_PT, MIN_FONT_PT * CSS_PX_PER_INCH / dpi)
+        self.label_px = math.ceil(1.15 * self.font_pt * dpi / 72)  # least distance between token labels
         self.norm = PowerNorm(gamma=WEIGHT_GAMMA, vmin=0.0, vmax=1.0)
         self.palette = _palette()  # (256, 3)
         self._stamps = _TextStamps(dpi)
@@ -213,17 +254,19 @@ class HeadGrid:
             r, c = divmod(i, cols)
             x, y = left + c * (s + gutter), top + r * (s + gutter)
             corners.append((x, y))
-            fig.text((x + s / 2) / width, 1 - (y - 4) / height, f"head {i}", ha="center", va="bottom", fontsize=8)
+            if self.tile_titles:
+                fig.text((x + s / 2) / width, 1 - (y - 4) / height, f"head {i}", ha="center", va="bottom",
+                         fontsize=self.font_pt)
         grid_w, grid_h = cols * s + (cols - 1) * gutter, rows * s + (rows - 1) * gutter
         cax = fig.add_axes(((left + grid_w + 0.3 * dpi) / width, 1 - (top + grid_h) / height,
                             0.16 * dpi / width, grid_h / height))
         bar = fig.colorbar(ScalarMappable(norm=self.norm, cmap=CMAP), cax=cax)
-        bar.set_label("attention weight (square-root scale)", fontsize=8)
-        bar.ax.tick_params(labelsize=7)
+        bar.set_label("attention weight (square-root scale)", fontsize=self.font_pt)
+        bar.ax.tick_params(labelsize=self.font_pt)
         fig.text(0.2 * dpi / width, 1 - (top + grid_h / 2) / height, "query token (N_q)", rotation=90,
-                 ha="center", va="center", fontsize=8)
-        fig.text((left + grid_w / 2) / width, 0.15 * dpi / height, "key token (N_k)", ha="center",
-                 va="center", fontsize=8)
+                 ha="center", va="center", fontsize=self.font_pt)
+        fig.text((left + grid_w / 2) / width, 0.18 * dpi / height, "key token (N_k)", ha="center",
+                 va="center", fontsize=self.font_pt)
         fig.canvas.draw()
         pixels = np.asarray(fig.canvas.buffer_rgba())[..., :3]  # (H, W, 3)
         self._frames[h] = (_quantize(pixels, self.palette), corners)  # (H, W) palette indices
@@ -244,7 +287,7 @@ class HeadGrid:
                 raise ValueError(f"head_counts must hold positive ints, got {h!r}")
             self._frame(int(h))
 
-    def update(self, weights: np.ndarray, labels: Sequence[str], *, title: str = "",
+    def update(self, weights: np.ndarray, labels: Sequence[str], *, title: str | Sequence[str] = "",
                query: int | None = None) -> np.ndarray:
         """Draw ``weights`` into the grid and return the pixels.
 
@@ -254,8 +297,11 @@ class HeadGrid:
             One attention map per head; row = query, column = key; values in [0, 1].
         labels : sequence of N str
             Token labels for both axes.
-        title : str
-            Figure title (say what the weights are: random or trained, causal or not).
+        title : str or sequence of str
+            Figure title (say what the weights are: random or trained, causal or not). A
+            sequence is drawn piece by piece, side by side, and each piece's pixels are kept:
+            a title that changes only in a number (``("layer ", "3")``) costs no new text
+            rendering once the pieces have been seen.
         query : int or None
             Query position ``0 <= query < N`` whose row is outlined in every head.
 
@@ -270,8 +316,9 @@ class HeadGrid:
                 raise TypeError(f"query must be an int or None, got {type(query).__name__} {query!r}")
             if not 0 <= query < n:
                 raise ValueError(f"query must be in [0, N-1] = [0, {n - 1}], got query={query}")
-        if not isinstance(title, str):
-            raise TypeError(f"title must be a str, got {type(title).__name__}")
+        pieces = [title] if isinstance(title, str) else title
+        if not isinstance(pieces, (list, tuple)) or not all(isinstance(p, str) for p in pieces):
+            raise TypeError(f"title must be a str or a sequence of str, got {type(title).__name__}")
         background, corners = self._frame(h)
         out = background.copy()  # (H, W) palette indices
         s = self.tile_px
@@ -281,16 +328,16 @@ class HeadGrid:
         for i, (x, y) in enumerate(corners):
             out[y: y + s, x: x + s] = colours[i][cell][:, cell]  # (S, S), nearest upsampling
         edges = np.arange(n + 1) * s // n  # (N+1,): pixel where each token's row/column starts
-        step = max(1, math.ceil(LABEL_PX / (s / n)))  # skip labels that would overlap
+        step = max(1, math.ceil(self.label_px / (s / n)))  # skip labels that would overlap
         cols = min(h, GRID_COLS)
         for i, (x, y) in enumerate(corners):
             for t in range(0, n, step):
                 mid = (edges[t] + edges[t + 1]) // 2
                 if i % cols == 0:  # first column: query labels on the left
-                    a = self._stamps.get(labels[t], LABEL_PT)
+                    a = self._stamps.get(labels[t], self.font_pt)
                     _paste(out, a, x - 3 - a.shape[1], y + mid - a.shape[0] // 2)
                 if i + cols >= h:  # last tile of its column: key labels below
-                    a = self._stamps.get(labels[t], LABEL_PT, 90)
+                    a = self._stamps.get(labels[t], self.font_pt, 90)
                     _paste(out, a, x + mid - a.shape[1] // 2, y + s + 3)
             if query is not None:
                 y0, y1 = y + edges[query], y + edges[query + 1]
@@ -299,10 +346,12 @@ class HeadGrid:
                 out[y1 - 1: y1 + 1, x: x + s] = c  # bottom edge
                 out[y0: y1, x: x + 2] = c  # left edge
                 out[y0: y1, x + s - 2: x + s] = c  # right edge
-        if title:
-            a = self._stamps.get(title, TITLE_PT)
-            _paste(out, a, (out.shape[1] - a.shape[1]) // 2, round(0.12 * self.dpi))
-        self.last = (weights, labels, title, query)
+        stamps = [self._stamps.get(p, 1.2 * self.font_pt) for p in pieces if p]
+        x = (out.shape[1] - sum(a.shape[1] for a in stamps)) // 2
+        for a in stamps:  # one line: every stamp of one font size has the same height
+            _paste(out, a, x, round(0.12 * self.dpi))
+            x += a.shape[1]
+        self.last = (weights, labels, "".join(pieces), query)
         self.indices = out
         return self.palette[out]  # (H, W, 3)
 
@@ -316,7 +365,7 @@ class HeadGrid:
         image.save(buf, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
         return buf.getvalue()
 
-    def render(self, weights: np.ndarray, labels: Sequence[str], *, title: str = "",
+    def render(self, weights: np.ndarray, labels: Sequence[str], *, title: str | Sequence[str] = "",
                query: int | None = None) -> bytes:
         """``update(...)`` then ``png()``: the PNG bytes for an ``ipywidgets.Image``."""
         self.update(weights, labels, title=title, query=query)
@@ -353,30 +402,34 @@ def head_grid_figure(weights: np.ndarray, labels: Sequence[str], *, title: str =
         raise ValueError(f"query must be None or an int in [0, {n - 1}], got {query!r}")
     cols = min(h, GRID_COLS)
     rows = math.ceil(h / cols)
-    fig = Figure(figsize=(cols * panel_inches + 1.6, rows * panel_inches + 1.0), layout="constrained")
+    width = cols * panel_inches + 1.6
+    fig = Figure(figsize=(width, rows * panel_inches + 1.4), layout="constrained")
     FigureCanvasAgg(fig)
+    pt = fit_font_pt(width)  # renders at >= MIN_FONT_PT once the notebook column shrinks the figure
     axes = fig.subplots(rows, cols, squeeze=False)
     norm = PowerNorm(gamma=WEIGHT_GAMMA, vmin=0.0, vmax=1.0)
-    ticks = _tick_positions(n)
+    # as many token labels as fit in a panel at this font size (1.3 line heights each)
+    ticks = _tick_positions(n, max_labels=max(2, int(panel_inches * 72 / (1.3 * pt))))
     for i, ax in enumerate(axes.flat):
         if i >= h:
             ax.set_visible(False)
             continue
         ax.imshow(weights[i], cmap=CMAP, norm=norm, interpolation="nearest")
-        ax.set_title(f"head {i}", fontsize=9)
+        ax.set_title(f"head {i}", fontsize=pt)
         r, c = divmod(i, cols)
-        ax.set_xticks(ticks, [labels[t] for t in ticks] if i + cols >= h else [], rotation=90, fontsize=6)
-        ax.set_yticks(ticks, [labels[t] for t in ticks] if c == 0 else [], fontsize=6)
+        ax.set_xticks(ticks, [labels[t] for t in ticks] if i + cols >= h else [], rotation=90, fontsize=pt)
+        ax.set_yticks(ticks, [labels[t] for t in ticks] if c == 0 else [], fontsize=pt)
         if i + cols >= h:
-            ax.set_xlabel("key token (N_k)", fontsize=8)
+            ax.set_xlabel("key token (N_k)", fontsize=pt)
         if c == 0:
-            ax.set_ylabel("query token (N_q)", fontsize=8)
+            ax.set_ylabel("query token (N_q)", fontsize=pt)
         if query is not None:
             ax.add_patch(Rectangle((-0.5, query - 0.5), n, 1, fill=False, edgecolor=HIGHLIGHT_COLOR, linewidth=1.5))
     bar = fig.colorbar(ScalarMappable(norm=norm, cmap=CMAP), ax=axes.ravel().tolist(), shrink=0.8)
-    bar.set_label("attention weight (square-root scale)", fontsize=8)
+    bar.set_label("attention weight (square-root scale)", fontsize=pt)
+    bar.ax.tick_params(labelsize=pt)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=1.1 * pt)
     return fig
 
 
@@ -406,6 +459,118 @@ def figure_bytes(fig: Figure, fmt: str = "png") -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, dpi=fig.dpi)
     return buf.getvalue()
+
+
+# -- figures in notebooks: alt text and projector-sized text ---------------------------------------
+
+def _check_figure(fig) -> Figure:
+    if not isinstance(fig, Figure):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    return fig
+
+
+class FigureImage:
+    """A matplotlib figure as a notebook output: a PNG ``<img>`` with alt text.
+
+    ``text/html`` is ``<img src="data:image/png;base64,..." alt="..." width="...">`` shown at
+    ``CSS_PX_PER_INCH`` CSS pixels per inch of figure (so an s pt font renders at s pt until the
+    column shrinks it); ``text/plain`` is the alt text itself. See the module docstring for why
+    this form and not image/png metadata. The output's metadata records ``min_font_pt``, the
+    smallest text at rendered size (``rendered_font_sizes``), so a test can check the committed
+    notebooks.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    alt : str
+        What the figure shows, for a reader who cannot see it (non-empty).
+    """
+
+    def __init__(self, fig: Figure, alt: str):
+        _check_figure(fig)
+        if not isinstance(alt, str) or not alt.strip():
+            raise ValueError(f"alt must be a non-empty str that says what the figure shows, got {alt!r}")
+        self.alt = " ".join(alt.split())
+        self.width_px = round(fig.get_figwidth() * CSS_PX_PER_INCH)  # CSS px
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=FIGURE_DPI)
+        self.png = buf.getvalue()
+        # measured after savefig, which has laid out the ticks: no second draw
+        self.min_font_pt = rendered_font_sizes(fig, draw=False)[0][1] if fig.findobj(Text) else float("inf")
+
+    def _repr_html_(self) -> tuple[str, dict]:
+        data = base64.b64encode(self.png).decode("ascii")
+        page = (f'<img src="data:image/png;base64,{data}" alt="{html.escape(self.alt)}" '
+                f'width="{self.width_px}" style="max-width:100%;height:auto">')
+        # in the output's metadata (not compared by nbval): tests read it from the committed notebooks
+        return page, {"min_font_pt": round(self.min_font_pt, 2)}
+
+    def __repr__(self) -> str:
+        return self.alt
+
+
+def show_figure(fig: Figure, alt: str) -> None:
+    """Display ``fig`` in the notebook with ``alt`` text (see ``FigureImage``), and close it.
+
+    Closing it keeps the inline backend from showing the same figure a second time, without alt.
+    """
+    from IPython.display import display
+
+    image = FigureImage(fig, alt)
+    if fig.canvas.manager is not None:  # a pyplot figure
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    display(image)
+
+
+def rendered_font_sizes(fig: Figure, *, column_px: int = COLUMN_PX, draw: bool = True) -> list[tuple[str, float]]:
+    """Every visible text of ``fig`` with its size in pt as a notebook reader sees it.
+
+    The figure is shown at ``CSS_PX_PER_INCH`` CSS px per inch and shrunk to ``column_px`` if it
+    is wider (see ``MIN_FONT_PT``), so a font of s pt renders at
+    ``s * min(1, column_px / (96 * width in inches))`` pt. Tick labels, titles, axis labels,
+    legend entries, colorbar labels and annotations are all ``Text`` artists and all counted.
+
+    ``draw=False`` skips the draw that lays out the ticks, for a figure just saved or drawn.
+
+    Returns
+    -------
+    list of (str, float), smallest size first.
+    """
+    _check_figure(fig)
+    if draw:
+        if not isinstance(fig.canvas, FigureCanvasAgg):
+            FigureCanvasAgg(fig)
+        fig.canvas.draw()  # lays out the ticks and labels that will really be drawn
+    scale = min(1.0, column_px / (fig.get_figwidth() * CSS_PX_PER_INCH))
+    found = []
+    for t in fig.findobj(Text):
+        axes = t.axes
+        text = t.get_text()
+        if not (t.get_visible() and text.strip()) or (axes is not None and not axes.get_visible()):
+            continue
+        # mathtext draws sub- and superscripts (log-axis ticks such as 10^3) at 0.7 of the size
+        shrink = MATHTEXT_SCRIPT if "$" in text and ("^" in text or "_" in text) else 1.0
+        found.append((text, t.get_fontsize() * scale * shrink))
+    return sorted(found, key=lambda item: item[1])
+
+
+def plain_log_ticks(*axes) -> None:
+    """Label the log-scaled axes of ``axes`` ``1e3``, ``1e4``, ... instead of mathtext ``10^3``,
+    whose superscript is drawn at 0.7 of the font size (under 10 pt at the default 10 pt)."""
+    for ax in axes:
+        for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
+            if scale == "log":
+                axis.set_major_formatter(FuncFormatter(_plain_log_label))
+                axis.set_minor_formatter(NullFormatter())
+
+
+def _plain_log_label(value, _pos=None) -> str:
+    if value <= 0:
+        return ""
+    exp = math.floor(math.log10(value) + 1e-9)
+    return (f"{value:g}" if -2 <= exp <= 3 else f"1e{exp}") if abs(value / 10**exp - 1) < 1e-6 else ""
 
 
 # -- shapes --------------------------------------------------------------------------------------
@@ -492,8 +657,12 @@ def ledger_html(steps: Sequence[tuple[str, tuple[int, ...]]]) -> str:
 # Box geometry of draw_shape_boxes, in units of one grid cell.
 BOX_MAX = 0.5  # side of the box of the largest dimension
 BOX_MIN = 0.06  # a dimension of 1 still gets a visible side
-STACK_OFFSET = 0.05  # shift between the stacked copies that stand for the leading axes
-BOX_COLS = 7
+STACK_SPAN = 0.25  # the stacked copies behind a box shift it by at most this much in total
+MAX_COPIES = 11  # at most this many copies drawn behind a box; the label gives the real count
+BOX_COLS = 7  # steps per row of the SVG (dashboard)
+FIGURE_BOX_COLS = 4  # steps per row of the matplotlib figure: 4 cells fit a notebook column
+BOX_CELL_INCHES = 2.0  # side of one step's cell in the matplotlib figure
+NAME_WRAP = 16  # step names longer than this are broken after their "=" or ":"
 
 
 def _side(d: int, d_max: int) -> float:
@@ -501,35 +670,57 @@ def _side(d: int, d_max: int) -> float:
     return BOX_MIN + (BOX_MAX - BOX_MIN) * math.sqrt(d / d_max)
 
 
-def shape_boxes(steps: Sequence[tuple[str, tuple[int, ...]]]) -> list[dict]:
+def _wrap_name(name: str) -> list[str]:
+    """A step name as one or two lines: ``"scores = Q K^T / sqrt(d_k)"`` -> ``["scores =", "Q K^T / sqrt(d_k)"]``."""
+    if len(name) <= NAME_WRAP:
+        return [name]
+    for sep in (" = ", ": "):
+        if sep in name:
+            head, tail = name.split(sep, 1)
+            return [head + sep.rstrip(), tail]
+    return [name]
+
+
+def shape_boxes(steps: Sequence[tuple[str, tuple[int, ...]]], *, cols: int = BOX_COLS) -> list[dict]:
     """Geometry of the tensor diagram, shared by ``draw_shape_boxes`` (matplotlib) and
     ``shape_boxes_svg`` (inline SVG for the dashboard).
 
-    Each step gets one grid cell (``BOX_COLS`` per row, cell side 1). Its box has width
-    ``_side(last axis)`` and height ``_side(axis before it)``; leading axes (``B``, ``h``) become
-    up to 3 stacked copies behind it.
+    Each step gets one grid cell (``cols`` per row, cell side 1). Its box has width
+    ``_side(last axis)`` and height ``_side(axis before it)``; the leading axes (``B``, ``h``)
+    multiply into a count of matrices, drawn as that many stacked boxes (at most
+    ``MAX_COPIES + 1``) and written out below (``× B=3 × h=8 = 24 matrices``).
 
     Returns
     -------
     list of dict, one per step, with ``name, shape, row, col, x0, y0, width, height`` (cell units,
-    y downwards), ``copies`` (int), ``bottom`` / ``left`` / ``lead`` (the side labels, str).
+    y downwards), ``copies`` (int, boxes drawn behind the front one), ``count`` (int, the real
+    number of matrices), ``offset`` (shift between two copies), ``bottom`` / ``left`` / ``lead``
+    (the side labels, str).
     """
     steps = _check_steps(steps)
+    if isinstance(cols, bool) or not isinstance(cols, int) or cols < 1:
+        raise ValueError(f"cols must be a positive int, got {cols!r}")
     d_max = max(max(s[-2:]) if len(s) > 1 else s[0] for _, s in steps)
     boxes = []
     for i, (name, shape) in enumerate(steps):
         sym = step_symbols(name, shape) or tuple("" for _ in shape)
-        r, c = divmod(i, BOX_COLS)
+        r, c = divmod(i, cols)
         width = _side(shape[-1], d_max)
         height = _side(shape[-2], d_max) if len(shape) > 1 else BOX_MIN
         lead = list(zip(sym[:-2], shape[:-2], strict=True))
+        count = math.prod(d for _, d in lead)
+        copies = min(count - 1, MAX_COPIES)
+        lead_text = " ".join(f"× {s}={d:,}".replace(" =", " ") for s, d in lead)
+        if len(lead) > 1:
+            lead_text += f" = {count:,}"
         boxes.append({
             "name": name, "shape": shape, "row": r, "col": c,
-            "x0": c + (1 - width) / 2, "y0": r + 0.25 + (BOX_MAX - height) / 2,
-            "width": width, "height": height, "copies": min(len(lead) * 2, 3),
+            "x0": c + (1 - width) / 2, "y0": r + 0.3 + (BOX_MAX - height) / 2,
+            "width": width, "height": height, "copies": copies, "count": count,
+            "offset": STACK_SPAN / max(copies, 5),
             "bottom": f"{sym[-1]}={shape[-1]:,}".lstrip("="),
             "left": f"{sym[-2]}={shape[-2]:,}".lstrip("=") if len(shape) > 1 else "",
-            "lead": " ".join(f"x {s}={d:,}".replace(" =", " ") for s, d in lead),
+            "lead": lead_text + (f" (matrices; {copies + 1} drawn)" if copies < count - 1 else ""),
         })
     return boxes
 
@@ -542,10 +733,11 @@ def draw_shape_boxes(steps: Sequence[tuple[str, tuple[int, ...]]], *, title: str
                      dpi: int = 80) -> Figure:
     """Each tensor of the ledger as a box: width = last axis, height = the axis before it.
 
-    Leading axes (``B``, ``h``) are drawn as stacked copies behind the box and written out
-    (``x h=8``). Sides grow with the square root of the dimension (so N = 4 and d_model = 512
-    both stay visible), the same size looks the same in every step, and every side carries
-    its symbol and value.
+    Leading axes (``B``, ``h``) are drawn as stacked copies behind the box, one per matrix
+    (shortened past ``MAX_COPIES``), and written out (``× h=8``). Sides grow with the square root
+    of the dimension (so N = 4 and d_model = 512 both stay visible), the same size looks the same
+    in every step, and every side carries its symbol and value. Four steps per row, so that the
+    text keeps ``MIN_FONT_PT`` in a notebook column.
 
     Parameters
     ----------
@@ -558,34 +750,39 @@ def draw_shape_boxes(steps: Sequence[tuple[str, tuple[int, ...]]], *, title: str
     -------
     matplotlib.figure.Figure (not attached to pyplot)
     """
-    boxes = shape_boxes(steps)
-    cols = min(BOX_COLS, len(boxes))
-    rows = math.ceil(len(boxes) / BOX_COLS)
-    fig = Figure(figsize=(cols * 1.75, rows * 1.9 + 0.4), dpi=dpi)
+    boxes = shape_boxes(steps, cols=FIGURE_BOX_COLS)
+    cols = min(FIGURE_BOX_COLS, len(boxes))
+    rows = math.ceil(len(boxes) / FIGURE_BOX_COLS)
+    width = cols * BOX_CELL_INCHES
+    pt = fit_font_pt(width)
+    top = 0.5 if title else 0.0  # inches for the title
+    fig = Figure(figsize=(width, rows * BOX_CELL_INCHES + top), dpi=dpi)
     FigureCanvasAgg(fig)
-    ax = fig.add_axes((0, 0, 1, 0.93 if title else 1))
+    ax = fig.add_axes((0, 0, 1, rows * BOX_CELL_INCHES / (rows * BOX_CELL_INCHES + top)))
     ax.set_xlim(0, cols)
     ax.set_ylim(rows, 0)
     ax.set_axis_off()
     for b in boxes:
-        x0, y0, w, h, r, c = b["x0"], b["y0"], b["width"], b["height"], b["row"], b["col"]
+        x0, y0, w, h, r, c, off = b["x0"], b["y0"], b["width"], b["height"], b["row"], b["col"], b["offset"]
         for k in range(b["copies"], 0, -1):  # the stacked copies, drawn back to front
-            ax.add_patch(Rectangle((x0 + k * STACK_OFFSET, y0 - k * STACK_OFFSET), w, h,
+            ax.add_patch(Rectangle((x0 + k * off, y0 - k * off), w, h,
                                    facecolor=COPY_FACE, edgecolor=COPY_EDGE, linewidth=0.6))
         ax.add_patch(Rectangle((x0, y0), w, h, facecolor=BOX_FACE, edgecolor=BOX_EDGE, linewidth=1))
-        ax.text(c + 0.5, r + 0.1, b["name"], ha="center", va="center", fontsize=7)
-        ax.text(x0 + w / 2, y0 + h + 0.05, b["bottom"], ha="center", va="top", fontsize=7)
+        ax.text(c + 0.5, r + 0.03, "\n".join(_wrap_name(b["name"])), ha="center", va="top", fontsize=pt,
+                fontweight="bold", linespacing=1.1)
+        ax.text(x0 + w / 2, y0 + h + 0.03, b["bottom"], ha="center", va="top", fontsize=pt)
         if b["left"]:
-            ax.text(x0 - 0.03, y0 + h / 2, b["left"], ha="right", va="center", fontsize=7, rotation=90)
+            ax.text(x0 - 0.03, y0 + h / 2, b["left"], ha="right", va="center", fontsize=pt, rotation=90)
         if b["lead"]:
-            ax.text(c + 0.5, r + 0.97, b["lead"], ha="center", va="center", fontsize=7, color=COPY_EDGE)
+            ax.text(c + 0.5, r + 0.97, b["lead"].replace(" (", "\n("), ha="center", va="bottom", fontsize=pt,
+                    color=COPY_EDGE, linespacing=1.1)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(title, fontsize=1.1 * pt)
     return fig
 
 
 def shape_boxes_svg(steps: Sequence[tuple[str, tuple[int, ...]]], *, title: str | None = None,
-                    cell_px: int = 150) -> str:
+                    cell_px: int = 170) -> str:
     """The tensor diagram of ``draw_shape_boxes`` as an inline ``<svg>`` string.
 
     Building the markup takes well under a millisecond (matplotlib needs ~0.1 s for the same
@@ -596,7 +793,7 @@ def shape_boxes_svg(steps: Sequence[tuple[str, tuple[int, ...]]], *, title: str 
     steps : list of (str, tuple of int)
         As returned by ``mha_core.trace_shapes``.
     title : str, optional
-    cell_px : int, default 150
+    cell_px : int, default 170
         Side of one step's cell in pixels.
 
     Returns
@@ -609,38 +806,43 @@ def shape_boxes_svg(steps: Sequence[tuple[str, tuple[int, ...]]], *, title: str 
     boxes = shape_boxes(steps)
     cols = min(BOX_COLS, len(boxes))
     rows = math.ceil(len(boxes) / BOX_COLS)
-    top = 24 if title else 0
+    top = 28 if title else 0
     u = cell_px
 
     def px(v: float) -> str:
         return f"{v * u:.1f}"
 
     esc = html.escape
+    px_font = MIN_FONT_PT * CSS_PX_PER_INCH / 72  # 10 pt = 13.3 CSS px
     parts = [
         f"<svg xmlns='http://www.w3.org/2000/svg' class='mha-boxes' width='{cols * u}' height='{rows * u + top}' "
-        f"font-family='sans-serif' font-size='10'>",
+        f"font-family='sans-serif' font-size='{px_font:.1f}'>",
         f"<title>{esc(title or 'tensor shapes')}</title>",
     ]
     if title:
-        parts.append(f"<text x='{cols * u / 2:.0f}' y='16' text-anchor='middle' font-size='12'>{esc(title)}</text>")
+        parts.append(f"<text x='{cols * u / 2:.0f}' y='18' text-anchor='middle' font-size='{1.2 * px_font:.1f}'>"
+                     f"{esc(title)}</text>")
     parts.append(f"<g transform='translate(0,{top})'>")
     for b in boxes:
-        x0, y0, w, h, r, c = b["x0"], b["y0"], b["width"], b["height"], b["row"], b["col"]
+        x0, y0, w, h, r, c, off = b["x0"], b["y0"], b["width"], b["height"], b["row"], b["col"], b["offset"]
         parts.append(f"<g class='mha-box' data-step='{esc(b['name'])}'>")
         for k in range(b["copies"], 0, -1):
-            parts.append(f"<rect x='{px(x0 + k * STACK_OFFSET)}' y='{px(y0 - k * STACK_OFFSET)}' width='{px(w)}' "
+            parts.append(f"<rect x='{px(x0 + k * off)}' y='{px(y0 - k * off)}' width='{px(w)}' "
                          f"height='{px(h)}' fill='{COPY_FACE}' stroke='{COPY_EDGE}' stroke-width='0.6'/>")
         parts.append(f"<rect x='{px(x0)}' y='{px(y0)}' width='{px(w)}' height='{px(h)}' fill='{BOX_FACE}' "
                      f"stroke='{BOX_EDGE}'/>")
-        parts.append(f"<text x='{px(c + 0.5)}' y='{px(r + 0.1)}' text-anchor='middle' font-weight='bold' font-size='9'>"
-                     f"{esc(b['name'])}</text>")
-        parts.append(f"<text x='{px(x0 + w / 2)}' y='{px(y0 + h + 0.1)}' text-anchor='middle'>{esc(b['bottom'])}</text>")
+        lines = _wrap_name(b["name"])
+        parts.append(f"<text x='{px(c + 0.5)}' y='{px(r + 0.02) }' text-anchor='middle' font-weight='bold'>"
+                     + "".join(f"<tspan x='{px(c + 0.5)}' dy='{px_font * 1.1:.1f}'>{esc(t)}</tspan>" for t in lines)
+                     + "</text>")
+        parts.append(f"<text x='{px(x0 + w / 2)}' y='{px(y0 + h) }' dy='{px_font * 1.1:.1f}' text-anchor='middle'>"
+                     f"{esc(b['bottom'])}</text>")
         if b["left"]:
             lx, ly = x0 * u - 8, (y0 + h / 2) * u
             parts.append(f"<text x='{lx:.1f}' y='{ly:.1f}' text-anchor='middle' "
                          f"transform='rotate(-90 {lx:.1f} {ly:.1f})'>{esc(b['left'])}</text>")
         if b["lead"]:
-            parts.append(f"<text x='{px(c + 0.5)}' y='{px(r + 0.95)}' text-anchor='middle' fill='{COPY_EDGE}'>"
+            parts.append(f"<text x='{px(c + 0.5)}' y='{px(r + 0.97)}' text-anchor='middle' fill='{COPY_EDGE}'>"
                          f"{esc(b['lead'])}</text>")
         parts.append("</g>")
     parts.append("</g></svg>")

@@ -726,7 +726,7 @@ def _by_h_html(s: dict) -> str:
         bold = " style='font-weight:bold'" if k == s["h"] else ""
         rows.append(f"<tr{bold}><td>{k}</td>{''.join(cells)}</tr>")
     return (f"<b>Against h</b> (N={s['N']:,}, d_model={s['d_model']:,}): projection and attention MACs do not "
-            "change with h; only the softmax's h&middot;N&sup2; exponentials grow."
+            "change with h; only the softmax's h&middot;N&sup2; exponentials grow. Bar lengths are on a log scale."
             "<table class='mha-worked mha-cost-by-h'><tr><th>h</th><th colspan='2'>projection MACs</th>"
             "<th colspan='2'>attention MACs</th><th colspan='2'>softmax exps</th></tr>" + "".join(rows) + "</table>")
 

@@ -1,0 +1,203 @@
+"""Tiled attention with an online softmax (FlashAttention), so the N_q x N_k scores never exist.
+
+``scaled_dot_product_attention`` computes ``softmax(Q K^T / sqrt(d_k)) V`` with the whole score
+matrix in memory: ``h * N^2`` numbers, 16 GiB at h=8, N=32,768 in float32. Yet each output row is
+only a weighted average of V's rows, and a weighted average can be accumulated one group of keys
+at a time if we remember three things per query row (Milakov & Gimelshein 2018):
+
+    m  the largest score seen so far                  (..., rows, 1)
+    l  the sum of exp(score - m) seen so far           (..., rows, 1)
+    o  the sum of exp(score - m) * v seen so far       (..., rows, d_v)
+
+A new tile of keys with scores ``s`` (..., rows, cols) updates them as
+
+    m_new = max(m, max_j s_j)
+    alpha = exp(m - m_new)                    # <= 1: rescales what was summed against the old max
+    p     = exp(s - m_new)                    # (..., rows, cols), every entry in [0, 1]
+    l     = alpha * l + sum_j p_j
+    o     = alpha * o + p @ v_tile
+
+and at the end ``out = o / l``. The result is exactly the softmax-weighted sum, in any tile order,
+and the largest array alive is one tile of scores. Queries are tiled too, so the running
+statistics also stay small: this is the loop of FlashAttention (Dao et al. 2022); Rabe & Staats
+(2021) showed the same O(N) memory for attention by chunking queries and keys.
+
+Extra memory: the output (..., N_q, d_v) and one tile (..., block_q, block_k) of scores per
+worker thread. Never N_q x N_k.
+
+Two choices made for speed (benchmarks/RESULTS_long_context.md):
+
+- Causal tiles above the diagonal (keys after every query of the tile) are skipped, not masked,
+  so causal attention does about half the work.
+- Query blocks are independent, so worker threads share them (as GPU thread blocks do in
+  FlashAttention), each with its BLAS kept to one thread: the exp runs on every core, and a
+  machine busy with other work does not stall a two-thread BLAS call on every tile.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from ._checks import check_memory, check_positive_int
+from .attention import check_attention_args
+
+# Tile sizes. One tile of scores for one head, 256 x 512 float32 = 512 KiB, is this machine's L2
+# per core (2-core AMD EPYC: 512 KiB L2 each, 32 MiB L3 shared); for the 8 heads numpy processes
+# at once it is 4 MiB, well inside L3, from the first matmul through the exp to the second.
+# 256 query rows make each BLAS call big enough to run near the GEMM rate and still give two
+# workers 8 blocks to share at N=2048. Measured (one thread, N=2048 and 4096, interleaved; a
+# load average of 50-100 from other sessions): 128-512 rows x 256-1024 keys were within the
+# noise of each other, and the largest tiles (1024 x 1024, 512 x 2048) were the slowest, about
+# 1.2-2x. benchmarks/RESULTS_long_context.md has the numbers.
+BLOCK_Q = 256
+BLOCK_K = 512
+
+
+def flash_attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    mask: np.ndarray | None = None,
+    scale: float | None = None,
+    *,
+    causal: bool = False,
+    block_q: int = BLOCK_Q,
+    block_k: int = BLOCK_K,
+    threads: int | None = None,
+    max_bytes: int | None = None,
+) -> np.ndarray:
+    """``softmax(q k^T * scale) v`` computed tile by tile; equal to ``scaled_dot_product_attention``.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional
+        True = may attend. A query row with no allowed key outputs zeros.
+    scale : float, optional
+        Multiplies the logits; default ``1 / sqrt(d_k)``.
+    causal : bool, default False
+        Query ``i`` may attend key ``j`` only when ``j <= i + (N_k - N_q)`` (see ``causal_mask``),
+        ANDed with ``mask``. Tiles wholly above the diagonal are skipped, and no N_q x N_k mask
+        is ever built.
+    block_q : int, default 256
+        Query rows per tile.
+    block_k : int, default 512
+        Keys per tile.
+    threads : int, optional
+        Worker threads sharing the query blocks; default as many as numpy's BLAS would use
+        (so ``OPENBLAS_NUM_THREADS=1`` means one).
+    max_bytes : int, optional
+        Refuse (``MemoryBudgetError``) a tile of scores larger than this; default 2 GiB.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v)
+        No weights: they are never stored. Use ``scaled_dot_product_attention`` to see them.
+    """
+    lead, scale = check_attention_args(q, k, v, mask, scale)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__} {causal!r}")
+    block_q = check_positive_int(block_q, "block_q")
+    block_k = check_positive_int(block_k, "block_k")
+    threads = None if threads is None else check_positive_int(threads, "threads")
+    tile = (*lead, min(block_q, q.shape[-2]), min(block_k, k.shape[-2]))  # (..., block_q, block_k)
+    check_memory(tile, q.dtype, max_bytes, "one tile of attention scores")
+    return _flash(q, k, v, mask, scale, causal=bool(causal), block_q=block_q, block_k=block_k, threads=threads)
+
+
+def _flash(
+    q, k, v, mask, scale: float, *, causal: bool, block_q: int = BLOCK_Q, block_k: int = BLOCK_K,
+    threads: int | None = None,
+):
+    """``flash_attention`` on arguments already checked.
+
+    Query blocks are independent (each has its own m, l and o), so ``threads`` workers share
+    them out, as FlashAttention gives each query block its own thread block on a GPU. numpy
+    releases the GIL inside its matmuls and ufuncs, so the workers really run in parallel; each
+    one's BLAS calls are kept to one thread, so that two workers do not each ask for every core.
+    """
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    n_q, d_v = q.shape[-2], v.shape[-1]
+    out = np.empty((*lead, n_q, d_v), dtype=q.dtype)  # (..., N_q, d_v)
+    starts = list(range(0, n_q, block_q))
+    n_workers = min(blas_threads() if threads is None else threads, len(starts))
+
+    def work(my_starts: list[int]) -> None:
+        s_buf = np.empty((*lead, min(block_q, n_q), min(block_k, k.shape[-2])), dtype=q.dtype)  # one tile, reused
+        for r0 in my_starts:
+            r1 = min(r0 + block_q, n_q)
+            out[..., r0:r1, :] = _rows(q, k, v, mask, scale, causal, r0, r1, block_k, s_buf)  # (..., rows, d_v)
+
+    with threadpool_limits(1, user_api="blas"):
+        if n_workers == 1:
+            work(starts)
+        else:
+            with ThreadPoolExecutor(n_workers) as pool:
+                list(pool.map(work, [starts[i::n_workers] for i in range(n_workers)]))  # re-raises errors
+    return out
+
+
+def _rows(q, k, v, mask, scale: float, causal: bool, r0: int, r1: int, block_k: int, s_buf) -> np.ndarray:
+    """Attention output of query rows r0:r1 (..., rows, d_v): the online-softmax loop over key tiles.
+
+    ``s_buf`` holds one tile of scores, (..., block_q, block_k).
+    """
+    n_q, n_k, rows = q.shape[-2], k.shape[-2], r1 - r0
+    offset = n_k - n_q  # causal: query i sees keys j <= i + offset
+    lead = s_buf.shape[:-2]
+    q_blk = q[..., r0:r1, :] * q.dtype.type(scale)  # (..., rows, d_k)
+    m = np.full((*lead, rows, 1), -np.inf, dtype=q.dtype)  # (..., rows, 1) running max
+    row_sum = np.zeros((*lead, rows, 1), dtype=q.dtype)  # (..., rows, 1) running sum l
+    o = np.zeros((*lead, rows, v.shape[-1]), dtype=q.dtype)  # (..., rows, d_v) running weighted sum
+    # causal: the block's last row sees keys up to r1 - 1 + offset; the tiles after it are skipped
+    k_end = min(n_k, r1 + offset) if causal else n_k
+    for c0 in range(0, max(k_end, 0), block_k):
+        c1 = min(c0 + block_k, n_k)
+        s = s_buf[..., :rows, : c1 - c0]  # (..., rows, cols)
+        np.matmul(q_blk, np.swapaxes(k[..., c0:c1, :], -1, -2), out=s)  # (..., rows, d_k) @ (..., d_k, cols)
+        allowed = _tile_mask(mask, causal, offset, r0, r1, c0, c1)  # (..., rows, cols) or None
+        if allowed is not None:
+            np.copyto(s, -np.inf, where=~allowed)  # not allowed -> -inf -> p exactly 0
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., rows, 1)
+        m_new[np.isneginf(m_new)] = 0.0  # rows with no allowed key yet: any finite max will do
+        s -= m_new  # (..., rows, cols), every entry <= 0
+        p = np.exp(s, out=s)  # (..., rows, cols), in [0, 1]
+        alpha = np.exp(m - m_new)  # (..., rows, 1), <= 1; 0 on a row's first allowed tile (m = -inf)
+        row_sum *= alpha  # (..., rows, 1): l rescaled to the new max ...
+        row_sum += p.sum(axis=-1, keepdims=True)  # ... plus this tile's terms
+        o *= alpha  # (..., rows, d_v): o rescaled to the new max ...
+        o += p @ v[..., c0:c1, :]  # ... plus (..., rows, cols) @ (..., cols, d_v)
+        m = m_new
+    # out = o / l; a row with no allowed key has l = 0 and o = 0 and gets zeros, not NaN
+    return o * np.divide(1, row_sum, out=np.zeros_like(row_sum), where=row_sum > 0)  # (..., rows, d_v)
+
+
+def blas_threads() -> int:
+    """The threads numpy's BLAS would use now (``OPENBLAS_NUM_THREADS``, ``threadpool_limits``):
+    the tiled path runs that many workers, so a one-thread setting means one thread."""
+    counts = [pool["num_threads"] for pool in threadpool_info()
+              if pool["user_api"] == "blas" and "numpy" in pool["filepath"]]
+    return max(1, min(counts)) if counts else os.cpu_count() or 1
+
+
+def _tile_mask(mask, causal: bool, offset: int, r0: int, r1: int, c0: int, c1: int):
+    """The allowed entries of the tile (rows r0:r1, keys c0:c1), or None if all are allowed.
+
+    Returns a bool array broadcastable to (..., rows, cols); the causal part is built for this
+    tile only, from two ``arange``s.
+    """
+    allowed = None
+    if mask is not None:
+        rows = slice(r0, r1) if mask.ndim >= 2 and mask.shape[-2] != 1 else slice(None)
+        cols = slice(c0, c1) if mask.shape[-1] != 1 else slice(None)
+        allowed = mask[..., rows, cols]  # (..., rows or 1, cols or 1)
+    if causal and c1 - 1 > r0 + offset:  # some key of the tile comes after some query
+        tri = np.arange(c0, c1)[None, :] <= np.arange(r0, r1)[:, None] + offset  # (rows, cols)
+        allowed = tri if allowed is None else allowed & tri
+    return allowed

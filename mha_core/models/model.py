@@ -1,0 +1,169 @@
+"""What every real model offers: text in, token ids, attention maps, hidden states.
+
+``Model`` holds the tokenizer, the config facts and the input checks. The two subclasses
+(``MiniLM``, ``SmolLM2``) write only their forward pass, and both call the core's
+``multi_head_attention`` for every layer's attention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MAX_TOKENS = 128  # the longest input, special tokens included: (h, 128, 128) maps stay small
+MAX_CHARS = 20_000  # refuse longer text before tokenizing it (128 tokens never need this many)
+
+
+@dataclass(frozen=True)
+class Forward:
+    """One forward pass, kept whole.
+
+    hidden : ndarray of shape (layers + 1, N, d_model)
+        The residual stream: the embeddings, then the output of every layer.
+    attention : ndarray of shape (layers, h, N, N), float32
+        Every layer's attention weights; each row sums to 1.
+    logits : ndarray of shape (N, vocab), or None (an encoder has no language-model head)
+    """
+
+    hidden: np.ndarray
+    attention: np.ndarray
+    logits: np.ndarray | None = None
+
+
+class Model:
+    """A pretrained transformer whose attention runs through ``mha_core.core``.
+
+    Subclasses set ``name``, ``label``, ``causal``, ``quantised`` and ``config_keys``, and write
+    ``forward``; the sizes come from the cached config.
+
+    Attributes
+    ----------
+    name : str                 "minilm" or "smollm2"
+    label : str                a human label for figures: model, size, quantisation
+    n_layers, n_heads, n_kv_heads, d_model, d_k, vocab_size : int
+    eps : float                the norms' epsilon
+    layers : list of dict      each layer's weights (read-only views), e.g. layers[0]["W_Q"]
+    causal : bool              True for a decoder (each token sees only the past)
+    quantised : bool           True when the weights were stored at fewer than 16 bits
+    max_tokens : int           the longest input accepted (special tokens included)
+    """
+
+    name: str
+    label: str
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_model: int
+    d_k: int
+    vocab_size: int
+    eps: float
+    causal: bool
+    quantised: bool
+    max_tokens: int = MAX_TOKENS
+    # our name -> the key in the cached config (each release names its sizes its own way)
+    config_keys = {"n_layers": "n_layers", "n_heads": "n_heads", "n_kv_heads": "n_kv_heads",
+                   "d_model": "d_model", "vocab_size": "vocab_size", "eps": "eps"}
+
+    def __init__(self, tokenizer, arrays: dict[str, np.ndarray], config: dict):
+        self._tokenizer = tokenizer
+        self.arrays = arrays  # read-only memory maps, shared with every other process
+        self.config = config
+        for ours, theirs in self.config_keys.items():
+            setattr(self, ours, config[theirs])
+        self.d_k = self.d_model // self.n_heads
+        # layer i's arrays, named without their "layer{i}." prefix (views, nothing is copied)
+        self.layers = [{k.removeprefix(f"layer{i}."): v for k, v in arrays.items() if k.startswith(f"layer{i}.")}
+                       for i in range(self.n_layers)]
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.label}: {self.n_layers} layers x {self.n_heads} heads "
+                f"({self.n_kv_heads} key/value), d_model={self.d_model}, d_k={self.d_k}>")
+
+    # ------------------------------------------------------------------ text <-> ids
+
+    def encode(self, text: str) -> np.ndarray:
+        """The token ids the model sees, special tokens included: int64 array of shape (N,).
+
+        Raises ValueError for an empty text or one over ``max_tokens`` tokens.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if not text.strip():
+            raise ValueError("the sentence is empty: type a few words")
+        if len(text) > MAX_CHARS:
+            raise ValueError(f"the sentence has {len(text):,} characters, far over the cap of "
+                             f"{self.max_tokens} tokens; shorten it")
+        text = text.encode("utf-8", errors="replace").decode("utf-8")  # lone surrogates -> '?'
+        ids = np.asarray(self._tokenizer.encode(text).ids, dtype=np.int64)  # (N,)
+        n_special = self._n_special()
+        if ids.size <= n_special:
+            raise ValueError(f"the sentence {text!r} has no tokens once normalised: type a few words")
+        if ids.size > self.max_tokens:
+            raise ValueError(f"the sentence has {ids.size} tokens, over the cap of {self.max_tokens}; shorten it")
+        return ids
+
+    def _n_special(self) -> int:
+        """How many special tokens ``encode`` adds around any text ([CLS] and [SEP]: 2)."""
+        post = self._tokenizer.post_processor
+        return post.num_special_tokens_to_add(False) if post is not None else 0
+
+    def tokens(self, ids) -> list[str]:
+        """One display string per id (WordPiece pieces keep their ``##``; byte-level BPE
+        tokens are shown as the text they stand for, with their leading space)."""
+        ids = self.check_ids(ids, cap=False)
+        return [self._display(int(i)) for i in ids]
+
+    def _display(self, i: int) -> str:
+        return self._tokenizer.id_to_token(i)
+
+    def decode(self, ids) -> str:
+        """The text of ``ids``, special tokens left out."""
+        return self._tokenizer.decode([int(i) for i in self.check_ids(ids, cap=False)])
+
+    def check_ids(self, ids, cap: bool = True) -> np.ndarray:
+        """``ids`` as a 1-D int64 array of known tokens, at most ``max_tokens`` long (if ``cap``)."""
+        if isinstance(ids, str):
+            raise TypeError("ids must be token ids, not text: use model.encode(text) first")
+        arr = np.asarray(ids)
+        if arr.ndim != 1 or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+            raise ValueError(f"ids must be a 1-D array of ints, got dtype {arr.dtype} and shape {arr.shape}")
+        if arr.size == 0:
+            raise ValueError("ids is empty: a forward pass needs at least one token")
+        if cap and arr.size > self.max_tokens:
+            raise ValueError(f"{arr.size} tokens is over the cap of {self.max_tokens}; shorten the sentence")
+        if arr.min() < 0 or arr.max() >= self.vocab_size:
+            raise ValueError(f"ids must lie in [0, {self.vocab_size}), got min {arr.min()} and max {arr.max()}")
+        return arr.astype(np.int64, copy=False)
+
+    # ------------------------------------------------------------------ the forward pass
+
+    def forward(self, ids, logits: bool = True) -> Forward:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def attention(self, ids) -> np.ndarray:
+        """Every layer's attention weights, float32 of shape (layers, h, N, N)."""
+        return self.forward(ids, logits=False).attention
+
+    def hidden_states(self, ids) -> np.ndarray:
+        """The residual stream after the embeddings and after each layer: (layers + 1, N, d_model)."""
+        return self.forward(ids, logits=False).hidden
+
+    def next_token_losses(self, ids) -> np.ndarray:
+        """The model's surprise at each next token: ``-log p(ids[t+1] | ids[:t+1])``, in nats,
+        shape (N - 1,). Low where the model could predict the token (e.g. a repeated passage)."""
+        ids = self.check_ids(ids)
+        if ids.size < 2:
+            raise ValueError("next_token_losses needs at least 2 tokens")
+        logits = self.logits(ids)[:-1].astype(np.float64)  # (N-1, vocab): position t predicts t+1
+        top = logits.max(axis=-1)  # (N-1,)
+        log_z = top + np.log(np.exp(logits - top[:, None]).sum(axis=-1))  # (N-1,), log-sum-exp
+        return log_z - logits[np.arange(ids.size - 1), ids[1:]]  # (N-1,)
+
+    def logits(self, ids) -> np.ndarray:
+        """The next-token logits at every position, shape (N, vocab)."""
+        out = self.forward(ids, logits=True).logits
+        if out is None:
+            raise ValueError(f"{self.label} is an encoder without a language-model head: it has no "
+                             f"logits; use load('smollm2') for a model that predicts tokens")
+        return out

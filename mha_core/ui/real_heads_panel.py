@@ -1,0 +1,423 @@
+"""The dashboard's real-model panel: the heads of a pretrained transformer on the reader's sentence.
+
+    real_heads_panel()   model picker, sentence box, layer and head selectors -> every head of
+                         the layer as thumbnails, the chosen head enlarged; a one-click
+                         induction demo (random tokens repeated twice)
+
+The models come from ``mha_core.models.load`` (``make models`` fetches them); the panel takes
+any ``load`` with the same interface, so the tests pass a small fake one.
+
+What the page shows is never confusable with the random or toy weights of the other panels:
+the label above the maps names the model, the layer, the head, and whether the weights are
+quantised. Every token is HTML-escaped wherever it appears (the token list, the alt text) and
+``$`` is escaped for matplotlib's text renderer, so a sentence such as
+``<img src=x onerror=alert(1)>`` shows as text.
+
+Speed: one forward pass per (model, sentence), kept in a small cache; moving the layer or head
+only colour-maps the cached weights into ``HeadGrid``'s pre-drawn frames (tens of ms). Drawn
+pictures are kept, and while the kernel is idle the neighbouring heads and layers are drawn in
+advance, so the next step is often only a message to the page.
+
+Images are ``<img alt=...>`` tags inside an ``ipywidgets.HTML`` (PNG as a data URI), not
+``ipywidgets.Image``: the latter has no alt text, and a screen reader needs one. The alt text
+says what the map is and where its weight goes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import html
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import ipywidgets as widgets
+import numpy as np
+
+from ..models import load as load_model
+from ..models import patterns
+from .viz import HeadGrid
+from .widgets import GuardedDropdown, GuardedIntSlider, _Guarded, _Panel
+
+EXAMPLE = "The animal didn't cross the street because it was too tired."
+# Longer sentences make maps too dense to read and a SmolLM2 forward pass slow (~N^2 memory
+# per head, ~1 s at 40 tokens); the issue caps the panel at 128 tokens.
+MAX_TOKENS = 128
+# Forward passes kept per panel: at most this many, and at most this many bytes of attention
+# beyond the newest one. SmolLM2 at 128 tokens is 30 x 9 x 128 x 128 float32 = 18 MB; a sentence
+# of 15 tokens is 0.24 MB. Twenty dashboard sessions must not each hold ~100 MB of old maps.
+FORWARD_CACHE = 4
+FORWARD_CACHE_BYTES = 20 * 2**20
+# Drawn pictures kept per panel (a PNG of 128 tokens is ~50-100 kB): flicking back and forth
+# between layers or heads redraws nothing.
+PICTURE_CACHE = 64
+# The neighbours of the view (head +-1, layer +-1) are drawn while the page is idle, starting this
+# long after a view is shown (a key press that follows sooner finds the kernel free).
+PREFETCH_DELAY_S = 0.03
+# Induction demo: this many random tokens, then the same again (Olsson et al. 2022 use a few
+# dozen); drawn from ids in this range, which are ordinary word pieces in both vocabularies.
+INDUCTION_PERIOD = 20
+INDUCTION_IDS = (1_000, 20_000)
+INDUCTION_SEED = 0
+# Sizes of the two pictures (inches at HeadGrid's 80 dpi): a thumbnail per head, and the big one.
+THUMB_INCHES = 1.25
+BIG_INCHES = 4.6
+
+
+# The picker's entries (before a model is loaded); the caption uses the loaded model's own facts.
+MODELS = {
+    "minilm": "all-MiniLM-L6-v2 (encoder, fp32)",
+    "smollm2": "SmolLM2-135M-Instruct (decoder, 4-bit)",
+}
+
+
+def weights_note(model) -> str:
+    """What the caption says about the weights: real, and quantised or not."""
+    if model.quantised:
+        return "real pretrained weights, 4-bit quantised"
+    return "real pretrained weights, not quantised (float32)"
+
+
+def _img_tag(png: bytes, alt: str, css: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return (f"<img class='{css}' alt='{html.escape(alt, quote=True)}' src='data:image/png;base64,{data}' "
+            f"style='max-width:100%;height:auto'>")
+
+
+def _plot_label(token: str) -> str:
+    """A token as HeadGrid draws it, on one line: ``$`` escaped (else matplotlib parses mathtext),
+    newlines and tabs shown as ``\\n`` and ``\\t``."""
+    return token.replace("$", r"\$").replace("\n", r"\n").replace("\t", r"\t")
+
+
+def _wrapping(model) -> tuple[list[int], list[int]]:
+    """The special ids ``model.encode`` puts before and after a text (e.g. [CLS] ... [SEP]).
+
+    Found from ``encode("the")``, a single token in both vocabularies: whatever surrounds it.
+    """
+    ids = [int(i) for i in model.encode("the")]
+    toks = [t.strip().removeprefix("Ġ").lower() for t in model.tokens(ids)]
+    if "the" not in toks:
+        return [], []
+    at = toks.index("the")
+    return ids[:at], ids[at + 1:]
+
+
+@dataclass(frozen=True)
+class _View:
+    """What the pictures of one forward pass are drawn from."""
+
+    model: object
+    labels: list[str]
+    plot_labels: list[str]
+    weights: np.ndarray  # (layers, h, N, N)
+    what: str  # the input, in words
+    of_head: Callable[[int, int], str]  # what to add about one head (its induction score)
+
+    @property
+    def short(self) -> str:
+        return f"{self.model.label.split(' (')[0]}, {'4-bit quantised' if self.model.quantised else 'fp32'}"
+
+
+class GuardedText(_Guarded, widgets.Text):
+    """``Text`` that reports refused values (a forged number instead of text) in the panel."""
+
+
+class ModelUnavailableError(RuntimeError):
+    """The model's cache is missing or broken; the message names the command that fetches it."""
+
+
+class RealHeadsPanel(_Panel):
+    """Model, sentence, layer, head -> thumbnails of the layer's heads and the chosen head enlarged."""
+
+    name = "real"
+
+    def __init__(self, model: str = "minilm", sentence: str = EXAMPLE, *, load: Callable | None = None):
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentence must be a str, got {type(sentence).__name__}")
+        super().__init__()
+        self._load = load or load_model
+        self._models: dict[str, object] = {}
+        self._forwards: OrderedDict[tuple, tuple[list[str], np.ndarray]] = OrderedDict()
+        self.thumbs = HeadGrid(panel_inches=THUMB_INCHES)
+        self.big = HeadGrid(panel_inches=BIG_INCHES, tile_titles=False)  # the title names the head
+        self.mode = "sentence"  # or "induction": the demo's random tokens instead of the sentence
+        self._induction: dict[tuple, tuple[np.ndarray, int]] = {}  # demo key -> (scores (layers, h), start)
+
+        self.model = self._control(GuardedDropdown, "model", value=model, description="model",
+                                   options=[(title, k) for k, title in MODELS.items()])
+        self.sentence = GuardedText(value=sentence, description="sentence", placeholder="type a sentence",
+                                    continuous_update=False, layout=widgets.Layout(width="min(40em, 100%)"),
+                                    on_invalid=self._invalid)
+        self.sentence.add_class("mha-real-sentence")
+        self.sentence.observe(self._sentence_changed, names="value")
+        self.run = widgets.Button(description="show heads", tooltip="run the model on the sentence")
+        self.run.add_class("mha-real-run")
+        self.run.on_click(lambda _b: self._to_sentence())
+        self.example = widgets.Button(description="example sentence", tooltip=EXAMPLE)
+        self.example.add_class("mha-real-example")
+        self.example.on_click(lambda _b: self._set_sentence(EXAMPLE))
+        self.layer = self._control(GuardedIntSlider, "layer", value=0, min=0, max=0, description="layer",
+                                   continuous_update=False)
+        self.head = self._control(GuardedIntSlider, "head", value=0, min=0, max=0, description="head",
+                                  continuous_update=False)
+        self.induction = widgets.Button(description="induction demo", icon="repeat",
+                                        tooltip=f"{INDUCTION_PERIOD} random tokens, then the same again, "
+                                                "on SmolLM2; jump to its strongest induction head")
+        self.induction.add_class("mha-real-induction")
+        self.induction.on_click(lambda _b: self.induction_demo())
+        self.label = widgets.HTML()
+        self.label.add_class("mha-real-label")
+        self.tokens_html = widgets.HTML()
+        self.tokens_html.add_class("mha-real-tokens")
+        self.thumbs_html = widgets.HTML()
+        self.thumbs_html.add_class("mha-real-thumbs")
+        self.big_html = widgets.HTML()
+        self.big_html.add_class("mha-real-big")
+        self.widget = widgets.VBox([
+            widgets.HBox([self.model, self.sentence, self.run, self.example],
+                         layout=widgets.Layout(flex_flow="row wrap")),
+            widgets.HBox([self.layer, self.head, self.induction], layout=widgets.Layout(flex_flow="row wrap")),
+            self.status, self.label, self.tokens_html,
+            widgets.HBox([self.big_html, self.thumbs_html], layout=widgets.Layout(flex_flow="row wrap")),
+        ])
+        self.widget.add_class("mha-real-panel")
+        self._pictures: OrderedDict[tuple, str] = OrderedDict()  # drawn images, as <img> tags
+        self._todo: list[tuple[tuple, Callable[[], str]]] = []  # pictures to draw while idle
+        self._prefetching = False
+        self.refresh()
+
+    def refresh(self, **overrides) -> bool:
+        """As ``_Panel.refresh``; a missing model shows only the message that names ``make models``."""
+        try:
+            self.get_model(overrides.get("model", self.model.value))
+        except (ModelUnavailableError, ValueError) as err:
+            self.show_error(str(err))
+            return False
+        with warnings.catch_warnings():
+            # CJK or emoji tokens have no glyph in matplotlib's font: drawn as boxes in the picture
+            # (the token list shows them as text); the warning would land in the page.
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+            return super().refresh(**overrides)
+
+    # -- inputs --------------------------------------------------------------------------------
+    def values(self) -> dict:
+        return {"model": self.model.value, "sentence": self.sentence.value, "layer": self.layer.value,
+                "head": self.head.value}
+
+    def _sentence_changed(self, _change) -> None:
+        self._to_sentence()
+
+    def _set_sentence(self, text: str) -> None:
+        self._syncing = True
+        try:
+            self.sentence.value = text
+        finally:
+            self._syncing = False
+        self._to_sentence()
+
+    def _to_sentence(self) -> None:
+        if not self._syncing:
+            self.mode = "sentence"
+            self.refresh()
+
+    def get_model(self, name: str):
+        """The loaded model ``name`` (loaded once per panel); a readable error if its cache is missing."""
+        if name not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {name!r}")
+        if name not in self._models:
+            try:
+                self._models[name] = self._load(name)
+            except Exception as err:  # a missing or corrupt cache: say which command fixes it
+                raise ModelUnavailableError(f"the model {MODELS[name]} is not available here ({err}). "
+                                   f"Run `make models` in the project folder to fetch it, "
+                                   f"then reload this page.") from err
+        return self._models[name]
+
+    def forward(self, model_name: str, sentence: str) -> tuple[list[str], np.ndarray]:
+        """Tokens and attention ``(layers, h, N, N)`` of ``sentence``, computed once per (model, sentence)."""
+        key = (model_name, "sentence", sentence)
+        if key not in self._forwards:
+            model = self.get_model(model_name)
+            ids = model.encode(sentence)  # refuses empty text and text over the model's cap
+            if len(ids) > MAX_TOKENS:
+                raise ValueError(f"the sentence is {len(ids):,} tokens long; the panel shows at most "
+                                 f"{MAX_TOKENS} tokens: shorten it")
+            self._remember(key, (model.tokens(ids), model.attention(ids)))
+        self._forwards.move_to_end(key)
+        return self._forwards[key]
+
+    def _thumbs(self, v: _View, layer: int) -> str:
+        """``<img>`` of every head of ``layer``, small."""
+        h = v.weights.shape[1]
+        png = self.thumbs.render(v.weights[layer], v.plot_labels,
+                                 title=(_plot_label(f"{v.short}: layer "), str(layer), f", all {h} heads"))
+        alt = f"Thumbnails of the attention maps of all {h} heads of layer {layer} of {v.model.label}, {v.what}."
+        return _img_tag(png, alt, "mha-real-thumbs-image")
+
+    def _big(self, v: _View, layer: int, head: int) -> str:
+        """``<img>`` of one head, large."""
+        png = self.big.render(v.weights[layer, head][None], v.plot_labels,  # (1, N, N)
+                              title=(_plot_label(f"{v.short}: layer "), str(layer), ", head ", str(head)))
+        alt = _alt(f"{v.model.label}, {weights_note(v.model)}, layer {layer}, head {head}, "
+                   f"{v.what}{v.of_head(layer, head)}", v.labels, v.weights[layer, head])
+        return _img_tag(png, alt, "mha-real-big-image")
+
+    def _prefetch(self, todo: list[tuple[tuple, Callable[[], str]]]) -> None:
+        """Draw ``todo``'s pictures (the neighbours of the view) while the page is idle, one per turn
+        of the kernel's event loop, so a key press waits for at most one drawing. The newest view's
+        list replaces an older one. Without a running event loop (tests, scripts) nothing happens."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._todo = [(k, d) for k, d in todo if k not in self._pictures]
+        if self._todo and not self._prefetching:
+            self._prefetching = True
+            loop.call_later(PREFETCH_DELAY_S, self._prefetch_one, loop)
+
+    def _prefetch_one(self, loop) -> None:
+        if self._todo:
+            key, draw = self._todo.pop(0)
+            with contextlib.suppress(Exception), warnings.catch_warnings():  # speculative: errors show
+                warnings.filterwarnings("ignore", message="Glyph .* missing from font")  # when it is asked for
+                self._picture(key, draw, touch=False)
+        if self._todo:
+            loop.call_later(0, self._prefetch_one, loop)
+        else:
+            self._prefetching = False
+
+    def _picture(self, key: tuple, draw: Callable[[], str], touch: bool = True) -> str:
+        """The ``<img>`` tag for ``key``, drawn once (a revisited layer or head costs nothing)."""
+        if key not in self._pictures:
+            if len(self._pictures) >= PICTURE_CACHE:
+                self._pictures.popitem(last=False)
+            self._pictures[key] = draw()
+        if touch:
+            self._pictures.move_to_end(key)
+        return self._pictures[key]
+
+    def _remember(self, key, value: tuple[list[str], np.ndarray]) -> None:
+        """Keep a forward pass; drop the least recently shown ones beyond the count or byte limits."""
+        self._forwards[key] = value
+        while len(self._forwards) > 1 and (
+                len(self._forwards) > FORWARD_CACHE
+                or sum(w.nbytes for _, w in self._forwards.values()) > FORWARD_CACHE_BYTES + value[1].nbytes):
+            self._forwards.popitem(last=False)
+
+    # -- the induction demo ----------------------------------------------------------------------
+    def induction_demo(self, model_name: str = "smollm2") -> tuple[int, int, float] | None:
+        """Random tokens repeated twice on ``model_name``; select its strongest induction head.
+
+        Returns ``(layer, head, score)``, or None if the demo could not run (the message is in the status).
+        """
+        try:
+            key = (model_name, "induction", INDUCTION_PERIOD)
+            model = self.get_model(model_name)
+            if key not in self._forwards:
+                before, after = _wrapping(model)
+                lo, hi = INDUCTION_IDS
+                ids = patterns.repeated_tokens(np.random.default_rng(INDUCTION_SEED), np.arange(lo, hi),
+                                               INDUCTION_PERIOD, prefix=before)
+                ids = np.concatenate([ids, np.asarray(after, dtype=np.int64)])
+                weights = model.attention(ids)  # (layers, h, N, N)
+                scores = patterns.induction_score(weights, INDUCTION_PERIOD, start=len(before))  # (layers, h)
+                self._remember(key, (model.tokens(ids), weights))
+                self._induction[key] = (scores, len(before))
+            scores, _ = self._induction[key]
+            best = patterns.top_heads(scores, 1)[0]
+        except Exception as err:  # never a traceback in the page
+            self.show_error(str(err))
+            return None
+        self._syncing = True
+        try:
+            self.model.value = model_name
+            self._set_limits(*scores.shape)
+            self.layer.value, self.head.value = best[0], best[1]
+        finally:
+            self._syncing = False
+        self.mode = "induction"
+        self.refresh()
+        return best
+
+    # -- drawing ---------------------------------------------------------------------------------
+    def _set_limits(self, n_layers: int, h: int) -> None:
+        """Layer and head sliders to the model's size, keeping the values where they still exist."""
+        was = self._syncing
+        self._syncing = True
+        try:
+            for slider, top in ((self.layer, n_layers - 1), (self.head, h - 1)):
+                if slider.max != top:
+                    slider.value = min(slider.value, top)
+                    slider.max = top
+        finally:
+            self._syncing = was
+
+    def _render(self, model, sentence, layer, head) -> None:
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
+        if self.mode == "induction":
+            key = (model, "induction", INDUCTION_PERIOD)
+            if key not in self._forwards:  # the model changed since the demo: back to the sentence
+                self.mode = "sentence"
+        if self.mode == "induction":
+            labels, weights = self._forwards[key]
+            self._forwards.move_to_end(key)
+            scores, _ = self._induction[key]
+            what = f"induction demo: {INDUCTION_PERIOD} random tokens, then the same {INDUCTION_PERIOD} again"
+
+            def of_head(ly: int, hd: int) -> str:
+                return (f"; this head's induction score {scores[ly, hd]:.2f} "
+                        f"(mean weight on the token after the earlier occurrence)")
+        else:
+            labels, weights = self.forward(model, sentence)
+            what = f"your sentence, {len(labels)} tokens"
+
+            def of_head(ly: int, hd: int) -> str:
+                return ""
+        n_layers, h, n, _ = weights.shape
+        self._set_limits(n_layers, h)
+        for name, value, top in (("layer", layer, n_layers - 1), ("head", head, h - 1)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= top:
+                raise ValueError(f"{name} must be an int in [0, {top}] for this model, got {value!r}")
+        m = self.get_model(model)
+        n_kv = m.n_kv_heads
+        kv = f" (reads key/value head {head // (h // n_kv)} of {n_kv}: GQA)" if n_kv < h else ""
+        view = _View(m, labels, [_plot_label(t) for t in labels], weights, what, of_head)
+        fkey = (model, self.mode, sentence if self.mode == "sentence" else INDUCTION_PERIOD)
+        self.thumbs_html.value = self._picture(("thumbs", fkey, layer), lambda: self._thumbs(view, layer))
+        self.big_html.value = self._picture(("big", fkey, layer, head), lambda: self._big(view, layer, head))
+        self._prefetch([(("big", fkey, ly, hd), partial(self._big, view, ly, hd))
+                        for ly, hd in ((layer, head + 1), (layer, head - 1), (layer + 1, head), (layer - 1, head))
+                        if 0 <= ly < n_layers and 0 <= hd < h]
+                       + [(("thumbs", fkey, ly), partial(self._thumbs, view, ly))
+                          for ly in (layer + 1, layer - 1) if 0 <= ly < n_layers])
+        weights_said = weights_note(m)
+        self.label.value = (
+            f"<div class='mha-real-caption'><b>{html.escape(m.label)}</b>: <b>{html.escape(weights_said)}</b>"
+            f" &middot; <b>layer {layer}</b> of {n_layers} (counted from 0) &middot; <b>head {head}</b> of {h}{kv}"
+            f" &middot; {'causal' if m.causal else 'bidirectional'} &middot; {html.escape(what + of_head(layer, head))}. "
+            f"Row = query token, column = key token; each row sums to 1.</div>")
+        self.tokens_html.value = ("<div class='mha-real-token-list' style='overflow-wrap:anywhere'>tokens: "
+                                  + " ".join(f"<code>{i}:{html.escape(t)}</code>" for i, t in enumerate(labels))
+                                  + "</div>")
+
+
+def _alt(what: str, labels: list[str], w: np.ndarray) -> str:
+    """Alt text of one head's map ``w`` (N, N): what it is, and the key that receives the most weight."""
+    received = w.mean(axis=0)  # (N,): mean weight each key receives
+    k = int(received.argmax())
+    prev = float(np.diagonal(w, -1).mean()) if len(labels) > 1 else 0.0
+    return (f"Attention map of {what}. The key with the most weight on average is token {k} '{labels[k]}' "
+            f"({received[k]:.2f} of each row); the weight on the previous token averages {prev:.2f}.")
+
+
+def real_heads_panel(**kwargs) -> RealHeadsPanel:
+    """The real-model panel (see ``RealHeadsPanel``); display the returned object."""
+    return RealHeadsPanel(**kwargs)

@@ -1,0 +1,107 @@
+"""The share of notebook code lines that teach, per notebook: ``python scripts/lesson_share.py [--rev REV]``.
+
+The rule (issue 10: "a lesson, not a test file")
+------------------------------------------------
+A *code line* is a non-blank line of a code cell that is not a plain comment. A ``# NBVAL_...``
+marker comment counts as a code line too, because it is test-harness text in the student's cell.
+
+A code line *checks machinery* (instead of teaching) when
+
+1. it is a ``# NBVAL_...`` marker (nbval cell tags replace them);
+2. it asserts an exercise checker's verdict (``assert attempt.ok``, ``... .pitfall == ...``):
+   the checkers are tested in ``tests/test_exercises.py``, not in the lesson;
+3. it asserts the wording of a message (``assert "does not divide" in message``): that checks a
+   validator, not a claim about attention;
+4. it validates arguments (``isinstance(``, ``raise ...Error`` but not an exercise stub's
+   ``raise NotImplementedError``, a message saying what "must be"):
+   validation belongs in ``mha_core`` and its tests, not in the lesson;
+5. its cell probes the machinery: the cell drives a widget from code (``.value = ...`` on a
+   widget, ``.refresh(``, ``.status.value``), scrapes HTML (``html.unescape``, ``re.sub(``),
+   times our own renderer (``frames_built``), catches a validator's error (``except ...Error``,
+   ``pytest.raises``) or is tagged ``raises-exception``. Every code line of such a cell counts.
+
+Every other code line teaches: imports, the computation, the figure, and a one-line ``assert``
+that states a claim of the lesson (a shape, a count, an equivalence). Solutions notebooks,
+``dashboard.ipynb`` are not lessons and are not counted.
+
+``--rev`` reads the notebooks of a git revision instead of the working tree (for the "before").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON = re.compile(r"^notebooks/\d\d_[^/]+\.ipynb$")
+
+NBVAL_MARKER = re.compile(r"^\s*#\s*NBVAL_")
+VERDICT_ASSERT = re.compile(r"^\s*assert\b.*\.(ok|pitfall|attempted)\b")
+MESSAGE_ASSERT = re.compile(r"""^\s*assert\b.*["'][^"']*["']\s+(not\s+)?in\s+\w""")
+VALIDATION = re.compile(r"isinstance\(|raise (?!NotImplementedError)\w*Error|must be")
+PROBE_CELL = re.compile(
+    r"html\.unescape|re\.sub\(|\.refresh\(|\.status\.value|frames_built|pytest\.raises"
+    r"|except\s+\(?\w*Error|_slider\.value\s*=|\bprobe\.\w+(\.value)?\s*="
+)
+
+
+def classify(source: str, tags: list[str]) -> tuple[int, int]:
+    """(teaching lines, machinery lines) of one code cell."""
+    lines = [ln for ln in source.splitlines() if ln.strip()]
+    code = [ln for ln in lines if not ln.lstrip().startswith("#") or NBVAL_MARKER.match(ln)]
+    if "raises-exception" in tags or PROBE_CELL.search(source):
+        return 0, len(code)
+    machinery = sum(
+        1 for ln in code if NBVAL_MARKER.match(ln) or VERDICT_ASSERT.match(ln)
+        or MESSAGE_ASSERT.match(ln) or VALIDATION.search(ln)
+    )
+    return len(code) - machinery, machinery
+
+
+def notebook_share(nb: dict) -> tuple[int, int]:
+    """(teaching lines, machinery lines) of a notebook (nbformat 4 JSON)."""
+    teach = machinery = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        t, m = classify(src, cell.get("metadata", {}).get("tags", []))
+        teach, machinery = teach + t, machinery + m
+    return teach, machinery
+
+
+def lesson_notebooks(rev: str | None) -> dict[str, dict]:
+    """path -> notebook JSON of the lesson notebooks (``notebooks/NN_*.ipynb``)."""
+    if rev is None:
+        paths = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").glob("*.ipynb"))
+        return {p: json.loads((ROOT / p).read_text()) for p in paths if LESSON.match(p)}
+    listing = subprocess.run(
+        ["git", "ls-tree", "-r", "--name-only", rev, "notebooks/"], cwd=ROOT, check=True,
+        capture_output=True, text=True,
+    ).stdout.split()
+    return {
+        p: json.loads(subprocess.run(["git", "show", f"{rev}:{p}"], cwd=ROOT, check=True,
+                                     capture_output=True, text=True).stdout)
+        for p in sorted(listing) if LESSON.match(p)
+    }
+
+
+def main(argv: list[str] | None = None) -> dict[str, tuple[int, int]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rev", help="git revision to read (default: the working tree)")
+    args = parser.parse_args(argv)
+    rows = {Path(p).stem: notebook_share(nb) for p, nb in lesson_notebooks(args.rev).items()}
+    total_t = sum(t for t, _ in rows.values())
+    total_m = sum(m for _, m in rows.values())
+    print(f"{'notebook':<24} {'teach':>6} {'check':>6} {'share':>7}")
+    for name, (t, m) in rows.items():
+        print(f"{name:<24} {t:>6,} {m:>6,} {t / max(t + m, 1):>7.1%}")
+    print(f"{'all':<24} {total_t:>6,} {total_m:>6,} {total_t / max(total_t + total_m, 1):>7.1%}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""``make lesson-slides``: a lesson notebook as offline reveal.js slides (scripts/lesson_slides.py + Voila)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from dashboard_server import CHROMIUM, REPO, is_local, launch_chromium, voila_server
+
+spec = importlib.util.spec_from_file_location("lesson_slides", REPO / "scripts" / "lesson_slides.py")
+lesson_slides = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(lesson_slides)
+
+# Voila renders a cold kernel in ~3-7 s on 2 busy cores; the on-ramp runs in ~3 s more.
+LOAD_TIMEOUT_MS = 90_000
+
+
+def _md(src):
+    return {"cell_type": "markdown", "source": src, "metadata": {}}
+
+
+def _code(src):
+    return {"cell_type": "code", "source": src, "metadata": {}, "outputs": [], "execution_count": None}
+
+
+def test_headings_start_slides():
+    nb = {"cells": [_code("import numpy"), _md("# Title"), _md("text"), _md("## 1 · A section\nmore"),
+                    _code("x = 1"), _md("### Exercise"), _md("#### small heading")]}
+    kinds = [c["metadata"]["slideshow"]["slide_type"] for c in lesson_slides.with_slides(nb)["cells"]]
+    assert kinds == ["slide", "slide", "-", "slide", "-", "subslide", "-"]
+
+
+def test_a_notebook_with_its_own_slides_is_kept():
+    nb = {"cells": [_md("## A"), {**_md("## B"), "metadata": {"slideshow": {"slide_type": "fragment"}}}]}
+    out = lesson_slides.with_slides(json.loads(json.dumps(nb)))
+    assert out == nb
+
+
+def test_main_writes_a_copy_and_leaves_the_lesson_alone(tmp_path):
+    lesson = REPO / "notebooks" / "01_one_head.ipynb"
+    before = lesson.read_bytes()
+    out = lesson_slides.main([str(lesson), str(tmp_path)])
+    assert lesson.read_bytes() == before
+    cells = json.loads(out.read_text())["cells"]
+    assert cells[0]["metadata"]["slideshow"]["slide_type"] == "slide"
+    assert sum(c["metadata"]["slideshow"]["slide_type"] == "slide" for c in cells) >= 3
+
+
+def test_main_refuses_a_missing_notebook(tmp_path):
+    with pytest.raises(SystemExit):
+        lesson_slides.main([str(tmp_path / "nope.ipynb"), str(tmp_path)])
+
+
+@pytest.mark.browser
+def test_on_ramp_slides_work_offline():
+    from playwright.sync_api import expect, sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this)")
+    out_dir = REPO / "build" / "test-slides"
+    copy = lesson_slides.main([str(REPO / "notebooks" / "00_on_ramp.ipynb"), str(out_dir)])
+    args = ("--template=mha-reveal", "--VoilaConfiguration.strip_sources=False",
+            "--VoilaConfiguration.resources={'reveal': {'url_prefix': "
+            "'/voila/templates/mha-reveal/static/reveal'}}")
+    try:
+        with voila_server(*args, notebook=str(copy.relative_to(REPO))) as srv, sync_playwright() as p:
+            browser = launch_chromium(p)
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            requests, errors = [], []
+            page.on("request", lambda r: requests.append(r.url))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(srv.url, timeout=LOAD_TIMEOUT_MS)  # Voila runs the notebook before the page loads
+            present = page.locator(".reveal .slides section.present:not(.stack)")
+            present.wait_for(timeout=LOAD_TIMEOUT_MS)
+            assert "ON-RAMP" in present.inner_text().upper()  # reveal headings are upper-cased by CSS
+            page.keyboard.press("ArrowRight")
+            expect(present).to_contain_text("One query searches the keys", timeout=20_000)
+            page.keyboard.press("ArrowRight")  # section 2: the first figure, with its alt text
+            expect(present).to_contain_text("Softmax: from scores to weights", timeout=20_000)
+            assert present.locator("img[alt*='Bar chart of one query']").count() == 1
+            assert page.locator("text=def my_softmax").count() >= 1  # code is shown on lesson slides
+            page.wait_for_timeout(500)
+            outside = sorted({u for u in requests if not is_local(u, srv.port)})
+            assert outside == [], f"requests left 127.0.0.1: {outside}"
+            assert errors == [], errors
+            browser.close()
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)

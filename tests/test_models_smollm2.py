@@ -1,0 +1,88 @@
+"""SmolLM2-135M-Instruct through the core (mha_core.models.smollm2): causal GQA with RoPE,
+greedy decoding, and (slow) every layer's attention and the logits against transformers' Llama
+loaded from the same GGUF, within 1e-3, with the same token ids."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+TOL = 1e-3
+
+
+def test_config(smollm2):
+    assert (smollm2.n_layers, smollm2.n_heads, smollm2.n_kv_heads, smollm2.d_model, smollm2.d_k) == (30, 9, 3, 576, 64)
+    assert smollm2.vocab_size == 49_152 and smollm2.causal and smollm2.quantised
+    assert smollm2.rope_base == pytest.approx(1e5)
+    assert "4-bit" in smollm2.label
+
+
+def test_no_bos_and_display_tokens(smollm2):
+    ids = smollm2.encode("The capital of France is")
+    assert ids.tolist() == [504, 3575, 282, 4649, 314]  # the ids transformers' GGUF tokenizer gives
+    assert smollm2.tokens(ids) == ["The", " capital", " of", " France", " is"]
+    assert "".join(smollm2.tokens(smollm2.encode("naïve café 東京"))).startswith("naïve café")
+
+
+def test_attention_is_causal(smollm2):
+    maps = smollm2.attention(smollm2.encode("Each token sees only the past."))
+    n = maps.shape[-1]
+    assert np.all(maps[..., np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] == 0)
+    np.testing.assert_allclose(maps[:, :, 0, 0], 1.0)
+
+
+def test_greedy_decoding_says_paris(smollm2):
+    ids, text = smollm2.generate("The capital of France is", max_new_tokens=2)
+    assert text.startswith(" Paris"), text
+    assert ids.size == 7
+    with pytest.raises(ValueError, match="max_new_tokens must be a positive int"):
+        smollm2.generate("The capital of France is", max_new_tokens=0)
+
+
+def test_logits_shape(smollm2):
+    ids = smollm2.encode("Hello there")
+    assert smollm2.logits(ids).shape == (ids.size, smollm2.vocab_size)
+
+
+@pytest.mark.slow
+@pytest.mark.transformers
+def test_token_ids_equal_the_reference_tokenizer(smollm2, smollm2_reference, sentences):
+    _, tokenizer = smollm2_reference
+    for text in (*sentences, "<|im_start|>user\nHi<|im_end|>", "1234567890 and 12 345"):
+        np.testing.assert_array_equal(smollm2.encode(text), tokenizer(text)["input_ids"], err_msg=text)
+
+
+@pytest.mark.slow
+@pytest.mark.transformers
+def test_attention_and_logits_match_transformers(smollm2, smollm2_reference, sentences, compare_layers):
+    import torch
+
+    model, _ = smollm2_reference
+    worst = {"attention": 0.0, "logits": 0.0}
+    for text in sentences:
+        ids = smollm2.encode(text)
+        with torch.no_grad():
+            ref = model(torch.from_numpy(ids)[None], output_attentions=True)
+        ours = smollm2.forward(ids)
+        worst["attention"] = max(worst["attention"], compare_layers(ours.attention, ref.attentions, TOL, "attention", text))
+        err = float(np.abs(ours.logits - ref.logits[0].numpy()).max())
+        assert err < TOL, f"logits off by {err:.2e} on {text!r}"
+        worst["logits"] = max(worst["logits"], err)
+        assert ours.logits[-1].argmax() == int(ref.logits[0, -1].argmax())
+    print(f"\nSmolLM2 vs transformers, max abs diff: attention {worst['attention']:.2e}, logits {worst['logits']:.2e}")
+
+
+def test_next_token_losses_and_a_repeated_passage(smollm2):
+    """Random tokens, then the same tokens again: the second copy is predictable (induction)."""
+    rng = np.random.default_rng(0)
+    first = rng.integers(1_000, 20_000, size=30)
+    ids = np.concatenate([first, first])  # (60,)
+    losses = smollm2.next_token_losses(ids)
+    assert losses.shape == (59,) and np.all(losses >= 0)
+    logits = smollm2.logits(ids).astype(np.float64)
+    p = np.exp(logits - logits.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    np.testing.assert_allclose(losses, -np.log(p[np.arange(59), ids[1:]]), rtol=1e-6, atol=1e-6)
+    assert losses[30:].mean() < losses[:29].mean() / 2  # the second copy is far less surprising
+    with pytest.raises(ValueError, match="at least 2 tokens"):
+        smollm2.next_token_losses(ids[:1])
