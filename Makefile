@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides lab bench weights notebooks check-notebooks lesson-share clean
+.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab bench weights notebooks check-notebooks lesson-share clean
 
 help:
 	@echo "make dashboard  serve the Voila dashboard on http://127.0.0.1:$(PORT)"
@@ -14,6 +14,7 @@ help:
 	@echo "                 without the reference libraries it ends with a red, counted NOT RUN list"
 	@echo "make references install the test-only reference libraries (torch, transformers) into .venv"
 	@echo "make slides     the walkthrough as reveal.js slides (classroom mode) on the same port"
+	@echo "make screenshots  re-take docs/dashboard*.png (390, 768, 1366 px) in headless Chromium"
 	@echo "make lesson-slides LESSON=01_one_head   a lesson notebook as offline slides, code shown"
 	@echo "make lab        JupyterLab on notebooks/"
 	@echo "make bench      benchmarks -> benchmarks/RESULTS.md and results.json"
@@ -23,11 +24,12 @@ help:
 	@echo "make lesson-share      the share of notebook code lines that teach"
 	@echo "make weights    retrain the shipped tiny models -> mha_core/training/weights/ (about 1 min)"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(shell find share etc -type f)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install -e ".[test]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (mha)"
+	$(BIN)/python -m mha_core.ui.serve  # templates + settings into .venv (editable installs skip data files)
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -58,23 +60,27 @@ references: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP) $(MODELS_STAMP) lint
+# axe-core (WCAG audit of the dashboard), pinned in tests/a11y/package-lock.json
+AXE := tests/a11y/node_modules/axe-core/axe.min.js
+$(AXE): tests/a11y/package.json tests/a11y/package-lock.json
+	npm ci --prefix tests/a11y --no-audit --no-fund
+	touch $(AXE)
+
+test: $(STAMP) $(MODELS_STAMP) lint $(AXE)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP) $(MODELS_STAMP)
 	$(BIN)/python -m pytest -m "not slow and not browser" tests $(PYTEST_ARGS)
 
-# Voila settings live in share/voila/voila.json: offline template `mha` (share/jupyter/voila/
-# templates), 127.0.0.1 only, sources stripped, kernels accept only the widget messages (no
-# execute_request from the page), kernels idle for 10 min culled, even with the page still open
-# (a student back after 10 min reloads the page). OPENBLAS_NUM_THREADS=1: the
-# panels multiply small matrices, where a second BLAS thread costs more than it saves.
+# Every route (this target, plain `voila notebooks/dashboard.ipynb`, Binder, a JupyterHub user
+# server) reads the same settings: etc/jupyter/voila.json and the offline templates in
+# share/jupyter, installed into .venv by `make venv` (docs/dashboard.md, "Settings"): template
+# `mha`, 127.0.0.1 only, sources stripped, widget messages only, a cap of 80 kernels (503 "busy"
+# page beyond), kernels whose page never connects shut down after 30 s, culling after 10 min.
 # POOL preheated kernels: the first POOL visitors get the page in ~0.01 s instead of ~3 s, at the
-# price of one idle kernel (~130 MB) each, kept warm; the next visitor waits for a refill.
-# POOL=0 turns preheating off.
+# price of one idle kernel (~130 MB) each, kept warm; POOL=0 turns preheating off.
 POOL ?= 1
-VOILA := JUPYTER_PATH=$(CURDIR)/share/jupyter OPENBLAS_NUM_THREADS=1 \
-	$(BIN)/voila --Voila.config_file_paths=$(CURDIR)/share/voila --port=$(PORT)
+VOILA := OPENBLAS_NUM_THREADS=1 $(BIN)/voila --port=$(PORT)
 
 # The models are fetched first when missing; offline with an empty cache the dashboard still
 # starts (the leading '-' ignores the failure) and its real-model panel names `make models`.
@@ -84,8 +90,15 @@ dashboard: $(STAMP)
 
 # Classroom mode: the same notebook as reveal.js slides (arrow keys), offline template `mha-reveal`.
 slides: $(STAMP)
-	$(VOILA) notebooks/dashboard.ipynb --template=mha-reveal \
-		"--VoilaConfiguration.resources={'reveal': {'url_prefix': '/voila/templates/mha-reveal/static/reveal'}}"
+	$(VOILA) notebooks/dashboard.ipynb --template=mha-reveal
+
+# The browser test saves screenshots at 390, 768 and 1366 px into build/screenshots/ (make test
+# leaves the work tree clean); this copies them into docs/ (the README shows docs/dashboard.png).
+screenshots: $(STAMP) $(AXE)
+	$(BIN)/python -m pytest tests/test_dashboard_browser.py -k "screens" -p no:cacheprovider -q
+	cp build/screenshots/dashboard-1366.png docs/dashboard.png
+	cp build/screenshots/dashboard-768.png docs/dashboard-768.png
+	cp build/screenshots/dashboard-390.png docs/dashboard-390.png
 
 # A lesson notebook as reveal.js slides, offline (same template), code shown: one slide per
 # ## heading unless the notebook has its own slideshow metadata (scripts/lesson_slides.py).

@@ -1,7 +1,7 @@
 """Helpers for the dashboard's browser and load tests: start Voila, drive a kernel socket.
 
-``voila_server`` starts ``voila notebooks/dashboard.ipynb`` exactly as ``make dashboard`` does
-(the settings in ``share/voila/voila.json``, the offline templates in ``share/jupyter``) on a
+``voila_server`` starts ``voila notebooks/dashboard.ipynb`` plainly, as a student would (the
+settings and offline templates come from the environment, installed by ``make venv``) on a
 free loopback port, and stops it and its kernels afterwards. ``KernelSocket`` talks to one
 kernel over the same websocket the page uses, to forge the messages a hostile page could send.
 """
@@ -74,23 +74,30 @@ def http(url: str, method: str = "GET", timeout: float = 10) -> int:
 
 
 @contextlib.contextmanager
-def voila_server(*extra_args: str, notebook: str = NOTEBOOK):
-    """Run the dashboard server like ``make dashboard`` (plus ``extra_args``); yield a ``Server``.
-
-    ``notebook`` (a path from the repository root) serves another notebook the same way, as
-    ``make lesson-slides`` does.
-    """
+def voila_server(*extra_args: str, notebook: str = NOTEBOOK, app: str = "voila"):
+    """Run ``voila notebooks/dashboard.ipynb`` plainly from the repository root (plus ``extra_args``):
+    the template and settings come from the environment's Jupyter paths, as on every route.
+    ``app="jupyter_server"`` runs ``jupyter server`` with Voila as a server extension instead
+    (the JupyterHub/Binder route; pages at ``/voila/render/<notebook>``). ``notebook`` (a path
+    from the repository root) serves another notebook the same way, as ``make lesson-slides``
+    does. Yields a ``Server``."""
     port = free_port()
-    env = {**os.environ, "JUPYTER_PATH": str(REPO / "share" / "jupyter"), "OPENBLAS_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "voila", notebook, f"--port={port}",
-           f"--Voila.config_file_paths={REPO / 'share' / 'voila'}", *extra_args]
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    env.pop("JUPYTER_PATH", None)
+    env.pop("JUPYTER_CONFIG_PATH", None)
+    if app == "voila":
+        cmd = [sys.executable, "-m", "voila", notebook, f"--port={port}", *extra_args]
+    else:
+        cmd = [sys.executable, "-m", "jupyter_server", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+               "--IdentityProvider.token=", "--ServerApp.open_browser=False", "--allow-root", *extra_args]
     log = tempfile.NamedTemporaryFile("w+b", prefix="voila-", suffix=".log", delete=False)
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)  # own process group: kernels included
     server = Server(proc, port, Path(log.name))
     try:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while _alive(proc) and http(f"{server.url}voila/static/voila.js", timeout=2) != 200:
+        probe = "voila/static/voila.js" if app == "voila" else "api"  # neither starts a kernel
+        while _alive(proc) and http(f"{server.url}{probe}", timeout=2) != 200:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"voila did not start in {STARTUP_TIMEOUT_S} s:\n{server.log()[-3000:]}")
             time.sleep(0.3)

@@ -228,10 +228,17 @@ def test_a_valid_comm_message_moves_the_slider():
     assert p.h.value == 4 and "= <span class='mha-dk'>128</span>" in p.summary.value
 
 
-def test_head_explorer_sliders_query_and_cache():
-    p = W.head_explorer()
-    assert p.grid.frames_built == len(W.HEAD_CHOICES)  # every h prepared up front
-    first = p.image.value
+def _drawn(p):
+    """What the heads panel last sent the page: the PNG, or the canvas's weights and query row."""
+    return p.image.value if p.renderer == "png" else (p.figure.weights, p.figure.query, p.figure.title)
+
+
+@pytest.mark.parametrize("renderer", W.HEAD_RENDERERS)
+def test_head_explorer_sliders_query_and_cache(renderer):
+    p = W.head_explorer(renderer=renderer)
+    if renderer == "png":
+        assert p.grid.frames_built == len(W.HEAD_CHOICES)  # every h prepared up front
+    first = _drawn(p)
     p.h.value = 16
     p.N.value = 64
     assert len(p.query.options) == 64 + 1
@@ -239,22 +246,24 @@ def test_head_explorer_sliders_query_and_cache():
     computed = len(p._cache)
     p.query.value = 5
     assert len(p._cache) == computed  # the weights are not recomputed for a new query row
-    with_query = p.image.value
+    with_query = _drawn(p)
     p.causal.value = True
     assert "causal mask" in p.caption.value
-    assert len({first, with_query, p.image.value}) == 3
+    assert len({first, with_query, _drawn(p)}) == 3
     p.N.value = 4
     assert p.query.value == -1  # row 5 no longer exists
     assert p.status.value == ""
-    assert p.grid.frames_built == len(W.HEAD_CHOICES)  # no frame was rebuilt
+    if renderer == "png":
+        assert p.grid.frames_built == len(W.HEAD_CHOICES)  # no frame was rebuilt
 
 
-def test_head_explorer_refuses_bad_values():
-    p = W.head_explorer()
-    image = p.image.value
+@pytest.mark.parametrize("renderer", W.HEAD_RENDERERS)
+def test_head_explorer_refuses_bad_values(renderer):
+    p = W.head_explorer(renderer=renderer)
+    image = _drawn(p)
     assert p.refresh(query=99) is False and "query" in p.status.value
     assert p.refresh(h=3) is False and "h=3" in p.status.value
-    assert p.image.value == image
+    assert _drawn(p) == image
     _forge(p.h, {"index": 42})
     assert "ignored a value the page sent for h" in p.status.value
 
@@ -263,9 +272,9 @@ def test_head_explorer_trained_missing_is_a_message(monkeypatch):
     monkeypatch.setitem(sys.modules, "mha_core.training.pretrained", None)
     monkeypatch.delattr(mha_core.training, "pretrained", raising=False)
     p = W.head_explorer()
-    image = p.image.value
+    image = _drawn(p)
     p.kind.value = "trained"
-    assert "not available" in p.status.value and p.image.value == image
+    assert "not available" in p.status.value and _drawn(p) == image
 
 
 def test_head_explorer_trained(fake_pretrained):

@@ -34,7 +34,8 @@ from ..core.masks import causal_mask
 from ..core.mha import multi_head_attention
 from ..core.trace import trace_shapes
 from ..teaching.demo import MAX_TOKENS, SENTENCE, embed_tokens, tokens
-from .viz import HeadGrid, canvas_png, ledger_html, shape_boxes_svg
+from .heatmap import HeatmapGrid, heatmap_alt_text
+from .viz import HeadGrid, canvas_png, figure_bytes, head_grid_figure, ledger_html, shape_boxes_svg
 
 # -- limits and choices (each a "why") ------------------------------------------------------------
 
@@ -63,6 +64,10 @@ KV_MODELS = {
 }
 KV_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 KV_DTYPES = {"float16": 2, "float32": 4}
+# Head explorer renderers: "canvas" draws in the browser from the weights (hover, click, reflow
+# on phones); "png" draws in the kernel (HeadGrid). Measured against each other by
+# tests/test_dashboard_browser.py; docs/dashboard.md has the figures and the choice.
+HEAD_RENDERERS = ("canvas", "png")
 # Head explorer: settings whose weights are kept (each at most 16 x 64 x 64 floats = 0.5 MB).
 WEIGHT_CACHE_SIZE = 16
 
@@ -377,6 +382,31 @@ class _Panel:
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
 
+    def _figure(self, css: str) -> tuple[widgets.Image, widgets.HTML, widgets.Box]:
+        """A PNG image with its alt text: the image, the (hidden) text, and the box holding both.
+
+        ipywidgets' Image has no ``alt`` (and its ``tooltip`` breaks the view in Voila 0.5), so
+        the text travels in an HTML widget beside it; the page's template copies it into the
+        image's ``alt`` whenever it changes. On a narrow screen the image shrinks to fit.
+        """
+        image = widgets.Image(format="png")
+        image.add_class(f"mha-{self.name}-{css}")
+        alt = widgets.HTML()
+        alt.add_class("mha-alt")
+        box = widgets.Box([image, alt])
+        box.add_class("mha-figure")
+        return image, alt, box
+
+    @staticmethod
+    def _set_alt(alt: widgets.HTML, text: str) -> None:
+        alt.value = f"<div aria-hidden='true'>{html.escape(text)}</div>"
+
+    def _finish(self, box: widgets.VBox) -> widgets.VBox:
+        """Name the panel's box for the page's CSS (``mha-panel``: stacks on small screens)."""
+        box.add_class(f"mha-{self.name}-panel")
+        box.add_class("mha-panel")
+        return box
+
     def _control(self, cls, css: str, **kwargs):
         w = cls(on_invalid=self._invalid, **kwargs)
         w.add_class(f"mha-{self.name}-{css}")
@@ -474,7 +504,7 @@ class ShapeExplorer(_Panel):
             widgets.HBox([widgets.VBox([self.B, self.N]), widgets.VBox([self.d_model, self.h])]),
             self.status, self.summary, self.ledger, self.boxes,
         ])
-        self.widget.add_class("mha-shape-panel")
+        self._finish(self.widget)
         self.refresh()
 
     def values(self) -> dict:
@@ -502,14 +532,16 @@ class HeadExplorer(_Panel):
 
     name = "heads"
 
-    def __init__(self, h: int = 4, N: int = len(SENTENCE), causal: bool = False, kind: str = "random"):
+    def __init__(self, h: int = 4, N: int = len(SENTENCE), causal: bool = False, kind: str = "random",
+                 renderer: str = "canvas"):
+        _check_choice(renderer, "renderer", HEAD_RENDERERS)
         _check_choice(h, "h", HEAD_CHOICES)
         _check_int_in(N, "N", 2, MAX_TOKENS)
         if not isinstance(causal, bool):
             raise TypeError(f"causal must be a bool, got {type(causal).__name__} {causal!r}")
         _check_choice(kind, "kind", ("random", "trained"))
         super().__init__()
-        self.grid = HeadGrid()
+        self.renderer = renderer
         self.h = self._control(GuardedSelectionSlider, "h", options=HEAD_CHOICES, value=h, description="h")
         self.N = self._control(GuardedIntSlider, "N", value=N, min=2, max=MAX_TOKENS, description="N")
         self.causal = self._control(GuardedToggleButton, "causal", value=causal, description="causal mask",
@@ -524,24 +556,32 @@ class HeadExplorer(_Panel):
         self.download.on_click(self._prepare_download)
         self.links = widgets.HTML()
         self.links.add_class("mha-heads-links")
-        self.image = widgets.Image(format="png", layout=widgets.Layout(width="auto"))
-        self.image.add_class("mha-heads-image")
+        if renderer == "canvas":  # drawn in the browser: hover reads a weight, a click picks the query
+            self.figure = HeatmapGrid()
+            self.figure.observe(self._clicked, names="query")
+        else:  # PNG drawn in the kernel (HeadGrid)
+            self.grid = HeadGrid()
+            self.image, self.alt, self.figure = self._figure("image")
+        self.figure.add_class("mha-heads-figure")
         self.caption = widgets.HTML()
         self.caption.add_class("mha-heads-caption")
         self.widget = widgets.VBox([
             widgets.HBox([self.h, self.N, self.causal]),
             widgets.HBox([self.query, self.kind]),
             widgets.HBox([self.download, self.links]),
-            self.status, self.caption, self.image,
+            self.status, self.caption, self.figure,
         ])
-        self.widget.add_class("mha-heads-panel")
+        self._finish(self.widget)
         self._labels: list[str] = []
         self._cache: dict[tuple, tuple[list[str], np.ndarray, str]] = {}
+        self._shown: tuple | None = None  # (h, N, causal, kind) whose weights the canvas holds
+        self.last: tuple[np.ndarray, list[str], str, int | None] | None = None
         self.refresh()
-        # Frames for the other h values now (~0.1 s each, while the page loads; a preheated
-        # kernel has done it before anyone asks), so a first move of the h slider is as fast
-        # as the next ones.
-        self.grid.prepare(HEAD_CHOICES)
+        if renderer == "png":
+            # Frames for the other h values now (~0.1 s each, while the page loads; a preheated
+            # kernel has done it before anyone asks), so a first move of the h slider is as fast
+            # as the next ones.
+            self.grid.prepare(HEAD_CHOICES)
 
     @staticmethod
     def _query_options(labels) -> list[tuple[str, int]]:
@@ -570,14 +610,34 @@ class HeadExplorer(_Panel):
             query = self.query.value
         if isinstance(query, bool) or not isinstance(query, (int, np.integer)) or not -1 <= query < len(labels):
             raise ValueError(f"query must be -1 (none) or a token position 0..{len(labels) - 1}, got {query!r}")
-        self.image.value = self.grid.render(weights, labels, title=title, query=None if query < 0 else int(query))
+        q = None if query < 0 else int(query)
+        self.last = (weights, labels, title, q)
+        if self.renderer == "png":
+            self.image.value = self.grid.render(weights, labels, title=title, query=q)
+            self._set_alt(self.alt, heatmap_alt_text(weights, labels, title=title, query=q))
+        elif self._shown == (h, N, causal, kind):  # only the query moved: no weights to send
+            with self.figure.hold_sync():
+                self.figure.query = int(query)
+                self.figure.alt = heatmap_alt_text(weights, labels, title=title, query=q)
+        else:
+            self.figure.show(weights, labels, title=title, query=q)
+            self._shown = (h, N, causal, kind)
         self.caption.value = (f"<span class='mha-heads-title'>{html.escape(title)}</span>; "
                               f"each row is one query token and sums to 1")
         self.links.value = ""
 
+    def _clicked(self, change) -> None:
+        """A click on a heatmap row (or Enter on a focused head) picked a query: move the selector."""
+        if change["new"] != self.query.value and change["new"] in dict(self.query.options).values():
+            self.query.value = change["new"]
+
     def _prepare_download(self, _button=None) -> None:
         try:
-            png, svg = self.grid.export("png"), self.grid.export("svg")
+            if self.last is None:
+                raise RuntimeError("nothing drawn yet")
+            weights, labels, title, query = self.last
+            fig = head_grid_figure(weights, labels, title=title, query=query)
+            png, svg = figure_bytes(fig, "png"), figure_bytes(fig, "svg")
         except Exception as err:  # never a traceback in the page
             self.show_error(f"could not export the figure ({err})")
             return
@@ -607,16 +667,15 @@ class CostPanel(_Panel):
         self.N = self._control(GuardedSelectionSlider, "N", options=COST_NS, value=N, description="N")
         self.numbers = widgets.HTML()
         self.numbers.add_class("mha-cost-numbers")
-        self.image = widgets.Image(format="png", layout=widgets.Layout(width="auto"))
-        self.image.add_class("mha-cost-image")
+        self.image, self.alt, figure = self._figure("image")
         self.worked = widgets.HTML()
         self.worked.add_class("mha-cost-worked")
         self.by_h = widgets.HTML()
         self.by_h.add_class("mha-cost-by-h")
         self.plot = _CostPlot()
         self.widget = widgets.VBox([widgets.HBox([self.d_model, self.h, self.N]), self.status, self.numbers,
-                                    widgets.HBox([self.image, self.by_h]), self.worked])
-        self.widget.add_class("mha-cost-panel")
+                                    widgets.HBox([figure, self.by_h]), self.worked])
+        self._finish(self.widget)
         self.refresh()
 
     def values(self) -> dict:
@@ -637,6 +696,10 @@ class CostPanel(_Panel):
             f"<span class='mha-cost-crossover'>{s['crossover']:,}</span></div>"
         )
         self.image.value = self.plot.render(s)
+        self._set_alt(self.alt,
+            f"Log-log plot of MACs per forward pass against sequence length N, d_model={d_model:,}: projections "
+            f"(4 N d_model squared) grow linearly, attention (2 N squared d_model) quadratically, and they cross "
+            f"at N = {s['crossover']:,}. Marker at N = {N:,}: {m['total']:,} MACs, {regime}.")
         self.by_h.value = _by_h_html(s)
         rows = "".join(
             f"<tr><td>{n:,}</td><td>{mm['projections']:,}</td><td>{mm['attention']:,}</td><td>{mm['total']:,}</td>"
@@ -759,12 +822,11 @@ class KVCachePanel(_Panel):
                                    description="dtype")
         self.numbers = widgets.HTML()
         self.numbers.add_class("mha-kv-numbers")
-        self.image = widgets.Image(format="png", layout=widgets.Layout(width="auto"))
-        self.image.add_class("mha-kv-image")
+        self.image, self.alt, figure = self._figure("image")
         self.plot = _KVPlot()
         self.widget = widgets.VBox([widgets.HBox([self.model, self.dtype]), widgets.HBox([self.n_kv, self.context]),
-                                    self.status, self.numbers, self.image])
-        self.widget.add_class("mha-kv-panel")
+                                    self.status, self.numbers, figure])
+        self._finish(self.widget)
         self.refresh()
 
     @staticmethod
@@ -795,6 +857,11 @@ class KVCachePanel(_Panel):
                f"({_fmt_bytes(s['mha_bytes'])}).</div>")
         )
         self.image.value = self.plot.render(s)
+        sizes = dict(s["all"])
+        self._set_alt(self.alt,
+            f"Bar chart of the KV cache in GiB for every n_kv of the {model} model at {n_tokens:,} tokens, {dtype}: "
+            f"from {sizes[1] / 2**30:,.2f} GiB at n_kv=1 (MQA) to {sizes[s['h']] / 2**30:,.2f} GiB at n_kv={s['h']} (MHA). "
+            f"Highlighted: n_kv={n_kv}, {s['bytes'] / 2**30:,.2f} GiB.")
 
 
 class _KVPlot:

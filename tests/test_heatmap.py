@@ -1,0 +1,71 @@
+"""mha_core.ui.heatmap: the browser-drawn heatmaps' data, validation and description."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from traitlets import TraitError
+
+from mha_core.ui import widgets as W
+from mha_core.ui.heatmap import HeatmapGrid, heatmap_alt_text
+
+
+def _weights(h=2, n=5, seed=0):
+    rng = np.random.default_rng(seed)
+    w = rng.random((h, n, n))  # (h, N, N)
+    return w / w.sum(-1, keepdims=True), [f"t{i}" for i in range(n)]
+
+
+def test_show_sends_float32_weights_in_order():
+    weights, labels = _weights()
+    grid = HeatmapGrid()
+    grid.show(weights, labels, title="T", query=3)
+    back = np.frombuffer(grid.weights, dtype=np.float32).reshape(2, 5, 5)  # (h, N, N)
+    np.testing.assert_allclose(back, weights, rtol=1e-6)
+    assert (grid.h, grid.n, grid.labels, grid.title, grid.query) == (2, 5, labels, "T", 3)
+    assert len(grid.lut) == 256 * 3
+
+
+def test_alt_text_names_the_strongest_cells_and_the_query():
+    weights, labels = _weights()
+    weights[1, 2, 4] = 5.0  # the strongest cell of head 1
+    text = heatmap_alt_text(weights, labels, title="random", query=2)
+    assert "h=2, N=5" in text and "random" in text
+    assert "Head 1: strongest weight 5.00, query 2 't2' to key 4 't4'" in text
+    assert "query 2 't2' attends most to key 4 't4'" in text
+
+
+@pytest.mark.parametrize("query", [5, -2])
+def test_bad_query_is_refused(query):
+    weights, labels = _weights()
+    grid = HeatmapGrid()
+    with pytest.raises(ValueError, match="query"):
+        grid.show(weights, labels, query=query)
+    grid.show(weights, labels)
+    with pytest.raises(TraitError, match="query"):
+        grid.query = query  # as a forged message from the page would
+
+
+def test_bad_weights_are_refused():
+    with pytest.raises(ValueError, match="shape"):
+        HeatmapGrid().show(np.zeros((2, 3, 4)), ["a", "b", "c"])
+    with pytest.raises(ValueError, match="labels"):
+        heatmap_alt_text(np.zeros((1, 3, 3)), ["a"])
+
+
+def test_a_click_on_a_row_moves_the_query_selector():
+    panel = W.head_explorer(h=2, N=6)
+    panel.figure.query = 4  # what heatmap.js sends when row 4 is clicked
+    assert panel.query.value == 4
+    assert panel.figure.query == 4
+    assert "query 4" in panel.figure.alt
+    panel.query.value = -1
+    assert panel.figure.query == -1
+
+
+def test_png_renderer_keeps_the_kernel_drawn_figure():
+    panel = W.head_explorer(h=2, N=6, renderer="png")
+    assert panel.image.value[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Attention heatmaps" in panel.alt.value
+    with pytest.raises(ValueError, match="renderer"):
+        W.head_explorer(renderer="svg")
