@@ -348,3 +348,13 @@ def test_panels_display_as_their_widget():
 def test_panels_validate_their_starting_values(factory, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         factory(**kwargs)
+
+
+@pytest.mark.parametrize("make", [W.cost_panel, W.kv_cache_panel])
+def test_panel_figures_have_no_text_under_10_pt_on_the_page(make):
+    from mha_core.ui.viz import rendered_font_sizes
+
+    fig = make().plot.fig
+    # a PNG shown one pixel per CSS pixel: s pt at `dpi` reads as s * dpi / 96 pt on the page
+    on_page = [(text, pt * fig.dpi / 96) for text, pt in rendered_font_sizes(fig, column_px=10**6)]
+    assert on_page and min(pt for _, pt in on_page) >= 10, on_page[:3]

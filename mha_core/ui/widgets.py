@@ -39,6 +39,10 @@ from .viz import HeadGrid, canvas_png, figure_bytes, head_grid_figure, ledger_ht
 
 # -- limits and choices (each a "why") ------------------------------------------------------------
 
+# The cost and KV plots are shown one PNG pixel per CSS pixel (96 per inch), so drawing them at
+# 96 dpi makes a 10 pt font read as 10 pt on the page (at 80 dpi it read as 8.3 pt).
+PANEL_DPI = 96
+
 # Shape explorer: the ledger runs the real layer (trace_shapes); these bounds keep one run
 # well under 0.1 s on a laptop CPU while still reaching the worked example (N=100, d_model=512).
 SHAPE_MAX_B = 4
@@ -752,7 +756,7 @@ class _CostPlot:
         from matplotlib.figure import Figure
         from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-        self.fig = Figure(figsize=(7.5, 3.4), dpi=80)
+        self.fig = Figure(figsize=(7.5, 3.4), dpi=PANEL_DPI)
         FigureCanvasAgg(self.fig)
         self.fig.subplots_adjust(left=0.1, right=0.98, bottom=0.15, top=0.9)
         ax = self.ax = self.fig.subplots()
@@ -761,13 +765,13 @@ class _CostPlot:
         self.total, = ax.plot([1, 2], [1, 2], label="total", color="#21918c", linestyle="--")
         self.cross = ax.axvline(1, color="gray", linestyle=":", label="crossover N = 2 d_model")
         self.marker, = ax.plot([1], [1], "o", color="#440154", label="this N", animated=True)
-        self.note = ax.text(0.98, 0.04, "", transform=ax.transAxes, ha="right", fontsize=8, animated=True)
+        self.note = ax.text(0.98, 0.04, "", transform=ax.transAxes, ha="right", fontsize=10, animated=True)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(min(COST_NS) / 1.2, max(COST_NS) * 1.2)
         ax.set_xlabel("sequence length N")
         ax.set_ylabel("MACs per forward pass")
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=10, loc="upper left")
         for axis in (ax.xaxis, ax.yaxis):
             axis.set_major_locator(LogLocator(base=10, numticks=8))
             axis.set_major_formatter(FuncFormatter(_plain_log))
@@ -787,7 +791,7 @@ class _CostPlot:
             top = float((s["curve_proj"] + s["curve_attn"]).max())
             self.ax.set_ylim(float(s["curve_attn"].min()) / 2, top * 2)
             self.ax.set_title(f"MACs against N (d_model={s['d_model']:,}; the same for every h), "
-                              f"crossover at N = {s['crossover']:,}", fontsize=9)
+                              f"crossover at N = {s['crossover']:,}", fontsize=10)
             self.fig.canvas.draw()  # the animated marker and note are left out
             self._background = self.fig.canvas.copy_from_bbox(self.fig.bbox)
             self._d_model = s["d_model"]
@@ -875,7 +879,7 @@ class _KVPlot:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        self.fig = Figure(figsize=(7, 2.8), dpi=80)
+        self.fig = Figure(figsize=(7, 2.8), dpi=PANEL_DPI)
         FigureCanvasAgg(self.fig)
         self.fig.subplots_adjust(left=0.09, right=0.99, bottom=0.17, top=0.9)
         self.ax = self.fig.subplots()
@@ -898,10 +902,10 @@ class _KVPlot:
             self._bars = dict(zip(ks, bars, strict=True))
             ax.set_xlabel("key/value heads n_kv (left: MQA, right: MHA)")
             ax.set_ylabel("KV cache (GiB)")
-            ax.set_title(f"KV cache at {s['n_tokens']:,} tokens, {s['dtype']}: {s['model']}", fontsize=9)
+            ax.set_title(f"KV cache at {s['n_tokens']:,} tokens, {s['dtype']}: {s['model']}", fontsize=10)
             top = max(gib)
             for i, g in enumerate(gib):
-                ax.text(i, g + top * 0.02, f"{g:.2f}", ha="center", fontsize=7)
+                ax.text(i, g + top * 0.02, f"{g:.2f}", ha="center", fontsize=10)
             ax.set_ylim(0, top * 1.15)
             self.highlight = ax.add_patch(Rectangle((0, 0), 1, 1, color="#fde725", animated=True))
             self.fig.canvas.draw()
