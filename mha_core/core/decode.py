@@ -20,9 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._checks import check_float_array, check_memory, check_positive_int
+from .attention import _attend
 from .heads import split_heads
+from .mha import _project as _project_traced
 from .mha import _validate
-from .softmax import softmax_
+from .trace import NO_TRACER
 
 
 @dataclass
@@ -105,8 +107,8 @@ def _check_cache(cache, c, lead: tuple[int, ...], n_new: int) -> KVCache:
 
 
 def _project(x: np.ndarray, params: dict, w: str, b: str) -> np.ndarray:
-    y = x @ params[w]  # (..., d_in) @ (d_in, d_out) -> (..., d_out)
-    return y + params[b] if b in params else y
+    """The fused layer's projection, untraced: (..., d_in) -> (..., d_out)."""
+    return _project_traced(NO_TRACER, w, x, params[w], params.get(b))
 
 
 def prefill(x: np.ndarray, params: dict, n_heads: int, cache: KVCache, *,
@@ -166,9 +168,9 @@ def decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCache, *,
     cache.V[..., t, :] = _project(x_t, params, "W_V", "b_V").reshape(*lead, c.n_kv, c.d_v)  # (..., n_kv, d_v)
     cache.length = t + 1
     K, V = cache.K[..., : t + 1, :], cache.V[..., : t + 1, :]  # (..., n_kv, t+1, d_k), (..., n_kv, t+1, d_v)
-    q = q * q.dtype.type(1.0 / np.sqrt(c.d_k))  # (..., n_kv, g, d_k)
-    weights = softmax_(q @ np.swapaxes(K, -1, -2), axis=-1)  # (..., n_kv, g, t+1): no mask, the future is not there
-    heads = weights @ V  # (..., n_kv, g, d_v)
+    # the core's attention, with the g query heads of a group as its g query rows; no mask: the
+    # future is not in the cache
+    heads, _ = _attend(q, K, V, None, 1.0 / np.sqrt(c.d_k), keep_weights=False)  # (..., n_kv, g, d_v)
     concat = heads.reshape(*lead, c.h * c.d_v)  # (..., h*d_v), query heads in order
     return _project(concat, params, "W_O", "b_O")  # (..., d_model)
 
