@@ -17,7 +17,7 @@ from mha_core import (
     multi_head_attention_per_head,
     scaled_dot_product_attention,
 )
-from mha_core.core._checks import check_finite, check_float_array, check_mask, check_positive_int
+from mha_core.core.checks import check_finite, check_float_array, check_mask, check_positive_int
 
 P32 = init_params(MHAConfig(64, 8), 0, dtype=np.float32)
 P64 = init_params(MHAConfig(64, 8), 0, dtype=np.float64)

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ._checks import check_float_array, check_mask, check_memory
+from .checks import check_float_array, check_mask, check_memory
 from .softmax import softmax_
 from .trace import NO_TRACER
 

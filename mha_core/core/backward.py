@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import check_float_array
+from .checks import check_float_array
 from .attention import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
 from .mha import _layer_forward, _validate

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_positive_int
+from .checks import check_positive_int
 from .config import MHAConfig
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._checks import check_float_array, check_memory, check_positive_int
+from .checks import check_float_array, check_memory, check_positive_int
 from .attention import _attend
 from .heads import split_heads
 from .mha import _project as _project_traced

@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from ._checks import check_memory, check_positive_int
+from .checks import check_memory, check_positive_int
 from .attention import check_attention_args
 
 # Tile sizes. One tile of scores for one head, 256 x 512 float32 = 512 KiB, is this machine's L2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_positive_int
+from .checks import check_positive_int
 
 
 def causal_mask(n_q: int, n_k: int | None = None) -> np.ndarray:

@@ -23,7 +23,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ._checks import check_finite, check_float_array, check_mask, check_memory, check_positive_int
+from .checks import check_finite, check_float_array, check_mask, check_memory, check_positive_int
 from .attention import _attend, scaled_dot_product_attention
 from .flash import _flash
 from .heads import head_columns, merge_heads, split_heads

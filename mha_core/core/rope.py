@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_float_array
+from .checks import check_float_array
 
 DEFAULT_ROPE_BASE = 10_000.0  # the RoFormer paper's base; Llama-style models store their own
 

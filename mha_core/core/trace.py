@@ -75,7 +75,7 @@ def trace_config(config, n: int, *, batch: int | None = None, seed: int = 0, **k
     ``batch=None`` gives an input of shape ``(N, d_model)``; an int gives ``(B, N, d_model)``.
     Returns the full ``Tracer`` (steps and MACs).
     """
-    from ._checks import check_positive_int
+    from .checks import check_positive_int
     from .config import MHAConfig, init_params
     from .mha import multi_head_attention
 

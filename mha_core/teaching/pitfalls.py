@@ -22,7 +22,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from ..core._checks import check_float_array, check_mask, check_positive_int
+from ..core.checks import check_float_array, check_mask, check_positive_int
 from ..core.attention import scaled_dot_product_attention
 from ..core.heads import merge_heads
 from ..core.masks import causal_mask

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core._checks import check_positive_int
+from ..core.checks import check_positive_int
 from ..core.config import as_rng
 
 # Target value of a position the task leaves undefined (nothing to read that far back).

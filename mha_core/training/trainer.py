@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..core._checks import check_positive_int
+from ..core.checks import check_positive_int
 from ..core.backward import mha_backward, mha_forward
 from ..core.config import MHAConfig, as_rng, init_params
 from .tasks import IGNORE, OffsetPairTask

@@ -27,7 +27,7 @@ from collections.abc import Callable
 import ipywidgets as widgets
 import numpy as np
 
-from ..core._checks import check_positive_int
+from ..core.checks import check_positive_int
 from ..core.config import MHAConfig, init_params
 from ..core.counts import count_macs, count_params, kv_cache_bytes
 from ..core.masks import causal_mask
