@@ -152,30 +152,3 @@ def _arr(*shape, dtype=np.float64):
 def test_attention_rejects(args, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         scaled_dot_product_attention(*args, **kwargs)
-
-
-@pytest.mark.parametrize("keep_weights", [True, False])
-@pytest.mark.parametrize("mask_kind", ["none", "causal", "random", "padding"])
-def test_blocked_path_equals_one_shot(monkeypatch, mask_kind, keep_weights):
-    """Force many query-row blocks (tiny SCORE_BLOCK_BYTES) and compare with the traced one-shot path."""
-    from mha_core.core import attention
-
-    rng = np.random.default_rng(7)
-    q = rng.standard_normal((2, 3, 21, 4))  # (B, h, N_q, d_k)
-    k = rng.standard_normal((2, 3, 13, 4))  # (B, h, N_k, d_k)
-    v = rng.standard_normal((2, 3, 13, 5))  # (B, h, N_k, d_v)
-    masks = {
-        "none": None,
-        "causal": causal_mask(21, 13),
-        "random": rng.random((2, 3, 21, 13)) < 0.5,
-        "padding": (np.arange(13) < np.array([5, 13])[:, None])[:, None, None, :],  # (B, 1, 1, N_k)
-    }
-    mask = masks[mask_kind]
-    ref_out, ref_w = scaled_dot_product_attention(q, k, v, mask, tracer=Tracer())
-    monkeypatch.setattr(attention, "SCORE_BLOCK_BYTES", 8)
-    out, w = attention._attend(q, k, v, mask, 1 / math.sqrt(4), keep_weights=keep_weights)
-    np.testing.assert_allclose(out, ref_out, rtol=1e-12, atol=1e-14)
-    if keep_weights:
-        np.testing.assert_allclose(w, ref_w, rtol=1e-12, atol=1e-14)
-    else:
-        assert w is None

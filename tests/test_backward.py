@@ -47,19 +47,19 @@ def mha_cases(draw):
 def test_mha_forward_is_multi_head_attention(case):
     # One forward, not two: mha_forward runs multi_head_attention's own steps, keeping them.
     x, params, h, kwargs, _ = case
-    out, cache = mha_forward(x, params, h, **kwargs)
+    out, saved = mha_forward(x, params, h, **kwargs)
     ref, weights = multi_head_attention(x, params, h, return_weights=True, **kwargs)
     np.testing.assert_array_equal(out, ref)
-    np.testing.assert_array_equal(cache["weights"], weights)
+    np.testing.assert_array_equal(saved["weights"], weights)
 
 
 @given(mha_cases())
 @FD_SETTINGS
 def test_mha_backward_matches_finite_differences(case):
     x, params, h, kwargs, rng = case
-    out, cache = mha_forward(x, params, h, **kwargs)
+    out, saved = mha_forward(x, params, h, **kwargs)
     dout = rng.standard_normal(out.shape)  # loss = sum(out * dout), so d loss / d out = dout
-    grads = mha_backward(dout, cache)
+    grads = mha_backward(dout, saved)
 
     inputs = dict(params, x=x)
     if kwargs["x_kv"] is not None:
@@ -95,10 +95,10 @@ def test_attention_backward_matches_finite_differences(n_q, n_k, d_k, d_v, lead,
     k = rng.standard_normal((*lead, n_k, d_k))
     v = rng.standard_normal((*lead, n_k, d_v))
     mask = rng.random((n_q, n_k)) < 0.6 if use_mask else None
-    out, cache = attention_forward(q, k, v, mask)
+    out, saved = attention_forward(q, k, v, mask)
     np.testing.assert_allclose(out, scaled_dot_product_attention(q, k, v, mask)[0], rtol=1e-12)
     dout = rng.standard_normal(out.shape)
-    grads = attention_backward(dout, cache)
+    grads = attention_backward(dout, saved)
     for name, arr in (("q", q), ("k", k), ("v", v)):
         num = numeric_grad(lambda: float((scaled_dot_product_attention(q, k, v, mask)[0] * dout).sum()), arr)
         if np.abs(num).max() > 0:
@@ -111,9 +111,9 @@ def test_attention_backward_sums_gradients_of_broadcast_inputs():
     rng = np.random.default_rng(0)
     q = rng.standard_normal((3, 4, 2))  # three heads share one k and one v
     k, v = rng.standard_normal((1, 5, 2)), rng.standard_normal((5, 3))
-    out, cache = attention_forward(q, k, v)
+    out, saved = attention_forward(q, k, v)
     dout = rng.standard_normal(out.shape)
-    grads = attention_backward(dout, cache)
+    grads = attention_backward(dout, saved)
     assert grads["k"].shape == k.shape and grads["v"].shape == v.shape
     per_head = [attention_backward(dout[i], attention_forward(q[i], k[0], v)[1]) for i in range(3)]
     np.testing.assert_allclose(grads["v"], sum(g["v"] for g in per_head), rtol=1e-12)
@@ -125,8 +125,8 @@ def test_masked_keys_get_no_gradient():
     q, k, v = rng.standard_normal((4, 3)), rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
     mask = np.ones((4, 5), dtype=bool)
     mask[:, 2] = False  # nobody may attend key 2
-    _, cache = attention_forward(q, k, v, mask)
-    grads = attention_backward(rng.standard_normal((4, 2)), cache)
+    _, saved = attention_forward(q, k, v, mask)
+    grads = attention_backward(rng.standard_normal((4, 2)), saved)
     assert np.all(grads["k"][2] == 0) and np.all(grads["v"][2] == 0)
     assert np.abs(grads["k"][[0, 1, 3, 4]]).max() > 0
 
@@ -134,15 +134,15 @@ def test_masked_keys_get_no_gradient():
 def test_backward_rejects_bad_arguments():
     rng = np.random.default_rng(2)
     params = init_params(MHAConfig(4, 2), 0, np.float64)
-    out, cache = mha_forward(rng.standard_normal((3, 4)), params, 2)
+    out, saved = mha_forward(rng.standard_normal((3, 4)), params, 2)
     with pytest.raises(ValueError, match="dout must have the forward output's shape"):
-        mha_backward(np.zeros((3, 5)), cache)
+        mha_backward(np.zeros((3, 5)), saved)
     with pytest.raises(TypeError, match="dout must be a numpy.ndarray"):
-        mha_backward([[0.0] * 4] * 3, cache)
-    with pytest.raises(TypeError, match="cache must be the cache returned by mha_forward"):
+        mha_backward([[0.0] * 4] * 3, saved)
+    with pytest.raises(TypeError, match="saved must be what mha_forward returned as saved"):
         mha_backward(out, {"kind": "attention"})
-    with pytest.raises(TypeError, match="cache must be the cache returned by attention_forward"):
-        attention_backward(out, cache)
+    with pytest.raises(TypeError, match="saved must be what attention_forward returned as saved"):
+        attention_backward(out, saved)
     with pytest.raises(ValueError, match="n_kv_heads=3 does not divide n_heads=2"):
         mha_forward(rng.standard_normal((3, 4)), params, 2, n_kv_heads=3)
 
@@ -188,9 +188,9 @@ def test_mha_backward_matches_torch_autograd(case):
         mask[..., 0] = True
     causal = kwargs["causal"] and n_k >= n_q  # the same reason: with N_k < N_q early queries see nothing
     kwargs = dict(kwargs, mask=mask, causal=causal)
-    out, cache = mha_forward(x, params, h, **kwargs)
+    out, saved = mha_forward(x, params, h, **kwargs)
     dout = rng.standard_normal(out.shape)
-    grads = mha_backward(dout, cache)
+    grads = mha_backward(dout, saved)
 
     leaves = {name: torch.tensor(a, requires_grad=True) for name, a in params.items()}
     leaves["x"] = torch.tensor(x, requires_grad=True)

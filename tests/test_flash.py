@@ -1,5 +1,5 @@
-"""Tiled online-softmax attention (core/flash.py) against the one-shot path, and the fused
-layer's choice between them."""
+"""Blocked and tiled (online-softmax) attention (core/flash.py) against the formula, and the
+fused layer's choice between the three."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from mha_core import (
     MemoryBudgetError,
     MHAConfig,
     Tracer,
+    blocked_attention,
     causal_mask,
     flash_attention,
     init_params,
@@ -178,15 +179,42 @@ def test_refuses_a_tile_over_the_budget():
         flash_attention(q, q, q, block_q=64, block_k=64, max_bytes=8 * 64 * 64 * 4 - 1)
 
 
+@pytest.mark.parametrize("mask_kind", ["none", "causal", "random", "padding"])
+def test_blocked_attention_equals_the_formula(monkeypatch, mask_kind):
+    """Force many query-row blocks (tiny SCORE_BLOCK_BYTES) and compare with the formula."""
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((2, 3, 21, 4))  # (B, h, N_q, d_k)
+    k = rng.standard_normal((2, 3, 13, 4))  # (B, h, N_k, d_k)
+    v = rng.standard_normal((2, 3, 13, 5))  # (B, h, N_k, d_v)
+    masks = {
+        "none": None,
+        "causal": causal_mask(21, 13),
+        "random": rng.random((2, 3, 21, 13)) < 0.5,
+        "padding": (np.arange(13) < np.array([5, 13])[:, None])[:, None, None, :],  # (B, 1, 1, N_k)
+    }
+    mask = masks[mask_kind]
+    ref_out, ref_w = scaled_dot_product_attention(q, k, v, mask, tracer=Tracer())
+    monkeypatch.setattr(flash, "SCORE_BLOCK_BYTES", 8)
+    out, w = blocked_attention(q, k, v, mask)
+    np.testing.assert_allclose(out, ref_out, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(w, ref_w, rtol=1e-12, atol=1e-14)
+
+
+def test_blocked_attention_refuses_weights_over_the_budget():
+    q = np.zeros((8, 64, 4), dtype=np.float32)
+    with pytest.raises(MemoryBudgetError, match="weights"):
+        blocked_attention(q, q, q, max_bytes=8 * 64 * 64 * 4 - 1)
+
+
 # --- the fused layer's choice of path -------------------------------------------------------
 
 
 def _spy_paths(monkeypatch) -> list[str]:
-    """Record which attention the fused layer ran: "tiled" or "one-shot"."""
+    """Record which attention the fused layer ran: "formula", "blocked" or "tiled"."""
     paths = []
-    real_flash, real_attend = mha._flash, mha._attend
-    monkeypatch.setattr(mha, "_flash", lambda *a, **kw: paths.append("tiled") or real_flash(*a, **kw))
-    monkeypatch.setattr(mha, "_attend", lambda *a, **kw: paths.append("one-shot") or real_attend(*a, **kw))
+    real = {"formula": mha._attend, "blocked": mha._blocked, "tiled": mha._flash}
+    for path, name in (("formula", "_attend"), ("blocked", "_blocked"), ("tiled", "_flash")):
+        monkeypatch.setattr(mha, name, lambda *a, path=path, **kw: paths.append(path) or real[path](*a, **kw))
     return paths
 
 
@@ -199,10 +227,10 @@ def _layer(n, d_model=16, h=2, dtype=np.float32):
 def test_fused_layer_chooses_the_path_by_size(monkeypatch):
     paths = _spy_paths(monkeypatch)
     # h=2, float32: the scores (1, 2, N, N) take 8 N^2 bytes
-    small = math.isqrt(mha.TILED_MIN_SCORE_BYTES // 8)
+    small = math.isqrt(mha.FORMULA_MAX_SCORE_BYTES // 8)
     big = small + 1
-    assert 8 * small**2 <= mha.TILED_MIN_SCORE_BYTES < 8 * big**2
-    for n, want in ((small, "one-shot"), (big, "tiled")):
+    assert 8 * small**2 <= mha.FORMULA_MAX_SCORE_BYTES < 8 * big**2
+    for n, want in ((small, "formula"), (big, "tiled")):
         x, p = _layer(n)
         paths.clear()
         multi_head_attention(x, p, 2, causal=True)
@@ -211,13 +239,13 @@ def test_fused_layer_chooses_the_path_by_size(monkeypatch):
     paths.clear()
     multi_head_attention(x, p, 2, return_weights=True)  # the weights need the whole tensor
     multi_head_attention(x, p, 2, tracer=Tracer())  # the tracer records the textbook steps
-    assert paths == ["one-shot", "one-shot"]
+    assert paths == ["blocked", "formula"]
 
 
 def test_fused_layer_tiled_and_one_shot_agree_at_a_long_length():
     x, p = _layer(1600, d_model=32, h=4)
     tiled = multi_head_attention(x, p, 4, causal=True)
-    out, _ = multi_head_attention(x, p, 4, causal=True, return_weights=True)  # one-shot
+    out, _ = multi_head_attention(x, p, 4, causal=True, return_weights=True)  # blocked
     np.testing.assert_allclose(tiled, out, rtol=2e-5, atol=2e-6)
 
 
@@ -226,7 +254,7 @@ def test_fused_layer_tiled_and_one_shot_agree_at_a_long_length():
 def test_fused_layer_tiled_equals_per_head_loop(case):
     # force the tiled path at toy sizes: masks, causal, GQA, cross-attention, batches, biases
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(mha, "TILED_MIN_SCORE_BYTES", 0)
+        mp.setattr(mha, "FORMULA_MAX_SCORE_BYTES", 0)
         paths = _spy_paths(mp)
         out = multi_head_attention(case.x, case.params, case.config.n_heads, **case.kwargs)
         assert paths == ["tiled"]

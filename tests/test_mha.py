@@ -57,28 +57,29 @@ def test_matches_independent_float64_reference(case):
 
 @contextlib.contextmanager
 def one_query_row_per_block():
-    """Make the attention's blocked path (``attention._attend``) run on blocks of one query row
-    (up to ``MAX_SCORE_BLOCKS`` blocks), so a layer of N <= 12 queries runs on several blocks."""
-    from mha_core.core import attention
+    """Send every layer call that keeps its weights down the blocked path (``flash._blocked``),
+    on blocks of one query row (up to ``MAX_SCORE_BLOCKS`` blocks), so a layer of N <= 12
+    queries runs on several blocks."""
+    from mha_core.core import flash, mha
 
-    assert hasattr(attention, "SCORE_BLOCK_BYTES"), "the blocked path's block-size knob moved: update this test"
-    with mock.patch.object(attention, "SCORE_BLOCK_BYTES", 1):
+    assert hasattr(flash, "SCORE_BLOCK_BYTES"), "the blocked path's block-size knob moved: update this test"
+    with mock.patch.object(flash, "SCORE_BLOCK_BYTES", 1), mock.patch.object(mha, "FORMULA_MAX_SCORE_BYTES", 0):
         yield
 
 
 def test_one_query_row_per_block_really_splits_the_work():
-    from mha_core.core import attention
+    from mha_core.core import flash
 
     p = init_params(MHAConfig(8, 2), 0, dtype=np.float64)
     x = np.random.default_rng(0).standard_normal((2, 6, 8))
     calls = []
-    real = attention.softmax_
+    real = flash.softmax_
 
     def counting_softmax(scores, axis=-1):
         calls.append(scores.shape)
         return real(scores, axis=axis)
 
-    with one_query_row_per_block(), mock.patch.object(attention, "softmax_", counting_softmax):
+    with one_query_row_per_block(), mock.patch.object(flash, "softmax_", counting_softmax):
         multi_head_attention(x, p, 2, causal=True, return_weights=True)
     assert calls == [(2, 2, 1, 6)] * 6  # six blocks of one query row: (B, h, rows, N_k)
 
@@ -308,9 +309,9 @@ def test_mha_rejects(fn, args, kwargs, exc, match):
 
 
 def test_head_outputs_rejects_unknown_keywords():
-    with pytest.raises(TypeError, match="unexpected keyword arguments"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'return_weights'"):
         head_outputs(X, P64, 2, return_weights=True)
-    with pytest.raises(TypeError, match="unexpected keyword arguments"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'casual'"):
         head_contributions(X, P64, 2, casual=True)
 
 

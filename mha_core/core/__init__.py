@@ -5,8 +5,10 @@ from .attention import scaled_dot_product_attention
 from .config import MHAConfig, init_params
 from .counts import count_macs, count_params, kv_cache_bytes
 from .decode import KVCache, decode, decode_step, init_kv_cache, prefill
-from .flash import flash_attention
+from .flash import blocked_attention, flash_attention
 from .heads import head_columns, merge_heads, split_heads
+from .layer_args import check_layer_args
+from .ledger import trace_config, trace_shapes
 from .masks import causal_mask, padding_mask
 from .mha import (
     head_contributions,
@@ -16,7 +18,7 @@ from .mha import (
 )
 from .rope import apply_rope, rope_angles
 from .softmax import softmax
-from .trace import Tracer, trace_config, trace_shapes
+from .trace import Tracer
 
 __all__ = [
     "DEFAULT_MAX_SCORE_BYTES",
@@ -25,7 +27,9 @@ __all__ = [
     "MemoryBudgetError",
     "Tracer",
     "apply_rope",
+    "blocked_attention",
     "causal_mask",
+    "check_layer_args",
     "count_macs",
     "count_params",
     "decode",

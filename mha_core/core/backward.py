@@ -1,7 +1,8 @@
 """The backward pass of attention, written by hand: one line per gradient.
 
-Each forward function here returns ``(out, cache)``; its backward takes ``(dout, cache)`` and
-returns a dict of gradients with the same keys and shapes as the inputs it differentiates.
+Each forward function here returns ``(out, saved)``, the output and the intermediate arrays its
+backward needs; the backward takes ``(dout, saved)`` and returns a dict of gradients with the
+same keys and shapes as the inputs it differentiates.
 
 Scaled dot-product attention (one head, or many batched over leading axes)::
 
@@ -17,11 +18,10 @@ masks need no special case in the backward pass.
 
 Multi-head attention adds the projections, the split into heads, GQA's shared key/value heads
 (their gradient is the sum over the query heads of the group) and ``W_O``. Its forward is
-``mha_core.multi_head_attention``'s own (``mha._layer_forward``), asked to keep the
+``mha_core.multi_head_attention``'s own (``mha.layer_forward``), asked to save the
 intermediate arrays the backward pass needs.
 
-Symbols: ``B`` batch (optional), ``N_q``/``N_k``, ``h``, ``n_kv``, ``g = h // n_kv``,
-``d_k``, ``d_v``, ``d_model``.
+Symbols: ``B`` batch (optional), ``N_q``/``N_k``, ``h``, ``n_kv``, ``d_k``, ``d_v``, ``d_model``.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ import numpy as np
 from .checks import check_float_array
 from .attention import scaled_dot_product_attention
 from .heads import merge_heads, split_heads
-from .mha import _layer_forward, _validate
-from .trace import NO_TRACER
+from .layer_args import check_layer_args
+from .mha import layer_forward
 
-Cache = dict[str, Any]
+Saved = dict[str, Any]  # what a forward function saves for its backward: arrays and sizes by name
 
 
 def _unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -54,11 +54,11 @@ def _check_dout(dout, shape: tuple[int, ...]) -> np.ndarray:
     return dout
 
 
-def _check_cache(cache, kind: str) -> Cache:
-    if not isinstance(cache, dict) or cache.get("kind") != kind:
-        got = cache.get("kind") if isinstance(cache, dict) else type(cache).__name__
-        raise TypeError(f"cache must be the cache returned by {kind}_forward, got {got!r}")
-    return cache
+def _check_saved(saved, kind: str) -> Saved:
+    if not isinstance(saved, dict) or saved.get("kind") != kind:
+        got = saved.get("kind") if isinstance(saved, dict) else type(saved).__name__
+        raise TypeError(f"saved must be what {kind}_forward returned as saved, got {got!r}")
+    return saved
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,7 +71,7 @@ def attention_forward(
     v: np.ndarray,
     mask: np.ndarray | None = None,
     scale: float | None = None,
-) -> tuple[np.ndarray, Cache]:
+) -> tuple[np.ndarray, Saved]:
     """``scaled_dot_product_attention`` that also returns what its backward pass needs.
 
     Parameters
@@ -87,7 +87,7 @@ def attention_forward(
     Returns
     -------
     out : ndarray of shape (..., N_q, d_v)
-    cache : dict
+    saved : dict
         ``q, k, v, weights, scale``; pass it to ``attention_backward``.
     """
     out, weights = scaled_dot_product_attention(q, k, v, mask, scale)  # validates every argument
@@ -95,14 +95,14 @@ def attention_forward(
     return out, {"kind": "attention", "q": q, "k": k, "v": v, "weights": weights, "scale": scale}
 
 
-def attention_backward(dout: np.ndarray, cache: Cache) -> dict[str, np.ndarray]:
+def attention_backward(dout: np.ndarray, saved: Saved) -> dict[str, np.ndarray]:
     """Gradients of ``attention_forward`` with respect to ``q``, ``k`` and ``v``.
 
     Parameters
     ----------
     dout : ndarray of shape (..., N_q, d_v)
         Gradient of the loss with respect to the forward output.
-    cache : dict
+    saved : dict
         From ``attention_forward``.
 
     Returns
@@ -110,7 +110,7 @@ def attention_backward(dout: np.ndarray, cache: Cache) -> dict[str, np.ndarray]:
     dict with ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)``, each of the
     shape of the forward input (gradients of broadcast inputs are summed back).
     """
-    c = _check_cache(cache, "attention")
+    c = _check_saved(saved, "attention")
     q, k, v, weights, scale = c["q"], c["k"], c["v"], c["weights"], c["scale"]
     lead = weights.shape[:-2]
     dout = _check_dout(dout, (*lead, q.shape[-2], v.shape[-1]))
@@ -136,7 +136,7 @@ def mha_forward(
     causal: bool = False,
     n_kv_heads: int | None = None,
     head_mask: np.ndarray | None = None,
-) -> tuple[np.ndarray, Cache]:
+) -> tuple[np.ndarray, Saved]:
     """``multi_head_attention`` that also returns what its backward pass needs.
 
     Takes the arguments of ``mha_core.multi_head_attention`` (see there) and validates them
@@ -145,30 +145,28 @@ def mha_forward(
     Returns
     -------
     out : ndarray of the shape of ``x``, (N_q, d_model) or (B, N_q, d_model)
-    cache : dict
-        Inputs and intermediates (``Q, K, V`` as heads, ``heads``, ``concat``, the attention
-        cache); pass it to ``mha_backward``. ``cache["weights"]`` has shape (..., h, N_q, N_k).
+    saved : dict
+        Inputs and intermediates (``heads``, ``concat``, and under ``att`` what the attention
+        saved); pass it to ``mha_backward``. ``saved["weights"]`` has shape (..., h, N_q, N_k).
     """
     cross = x_kv is not None
-    c = _validate(x, params, n_heads, x_kv, mask, causal, n_kv_heads, head_mask, None)
-    keep: Cache = {}
-    out, weights = _layer_forward(c, NO_TRACER, True, keep)  # the core's forward, keeping its intermediates
-    cache = {
-        "kind": "mha", "x": c.x, "x_kv": c.x_kv, "cross": cross, "params": params, "h": c.h,
-        "n_kv": c.n_kv, "head_mask": c.head_mask, "heads": keep["heads"], "concat": keep["concat"],
-        "att": keep["att"], "weights": weights, "out_shape": out.shape,
-    }
-    return out, cache
+    a = check_layer_args(x=x, params=params, n_heads=n_heads, x_kv=x_kv, mask=mask, causal=causal,
+                         n_kv_heads=n_kv_heads, head_mask=head_mask)
+    saved: Saved = {"kind": "mha"}
+    out, weights = layer_forward(a, keep_weights=True, saved=saved)  # the core's forward, saving its intermediates
+    saved.update(x=a.x, x_kv=a.x_kv, cross=cross, params=params, h=a.h, n_kv=a.n_kv, head_mask=a.head_mask,
+                 weights=weights, out_shape=out.shape)
+    return out, saved
 
 
-def mha_backward(dout: np.ndarray, cache: Cache) -> dict[str, np.ndarray]:
+def mha_backward(dout: np.ndarray, saved: Saved) -> dict[str, np.ndarray]:
     """Gradients of ``mha_forward``.
 
     Parameters
     ----------
     dout : ndarray of shape (..., N_q, d_model)
         Gradient of the loss with respect to the layer's output.
-    cache : dict
+    saved : dict
         From ``mha_forward``.
 
     Returns
@@ -179,7 +177,7 @@ def mha_backward(dout: np.ndarray, cache: Cache) -> dict[str, np.ndarray]:
     head mask was given: d loss / d head_mask[i] is a first-order estimate of what removing
     head ``i`` would change.
     """
-    c = _check_cache(cache, "mha")
+    c = _check_saved(saved, "mha")
     p, x, x_kv, h, n_kv = c["params"], c["x"], c["x_kv"], c["h"], c["n_kv"]
     dout = _check_dout(dout, c["out_shape"])
     lead, n_q, n_k = x.shape[:-2], x.shape[-2], x_kv.shape[-2]

@@ -10,7 +10,7 @@ With ``n_kv`` key/value heads (GQA; MQA is ``n_kv = 1``) the cache holds ``n_kv`
 ``h``, so every step reads ``h / n_kv`` times fewer cached bytes.
 
 Symbols: ``B`` batch (optional), ``t`` tokens cached so far, ``h`` query heads, ``n_kv``
-key/value heads, ``g = h / n_kv`` query heads per key/value head, ``d_k``/``d_v`` head widths.
+key/value heads (``h/n_kv`` query heads per key/value head), ``d_k``/``d_v`` head widths.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import numpy as np
 from .checks import check_float_array, check_memory, check_positive_int
 from .attention import _attend
 from .heads import split_heads
+from .layer_args import check_layer_args
 from .mha import _project as _project_traced
-from .mha import _validate
 from .trace import NO_TRACER
 
 
@@ -85,15 +85,15 @@ def init_kv_cache(params: dict, n_heads: int, max_tokens: int, *, n_kv_heads: in
     W_Q = params.get("W_Q") if isinstance(params, dict) else None
     if not isinstance(W_Q, np.ndarray) or W_Q.ndim != 2:
         raise TypeError("params must be a dict of arrays with a 2-D 'W_Q' (see init_params)")
-    c = _validate(np.zeros((1, W_Q.shape[0]), W_Q.dtype), params, n_heads, None, None, False, n_kv_heads,
-                  None, None)
+    c = check_layer_args(x=np.zeros((1, W_Q.shape[0]), W_Q.dtype), params=params, n_heads=n_heads,
+                         n_kv_heads=n_kv_heads, scores=False)
     check_memory((*lead, c.n_kv, max_tokens, c.d_k + c.d_v), W_Q.dtype, max_bytes, "the KV cache (K and V side by side)")
     K = np.zeros((*lead, c.n_kv, max_tokens, c.d_k), W_Q.dtype)  # (..., n_kv, max_tokens, d_k)
     V = np.zeros((*lead, c.n_kv, max_tokens, c.d_v), W_Q.dtype)  # (..., n_kv, max_tokens, d_v)
     return KVCache(K, V)
 
 
-def _check_cache(cache, c, lead: tuple[int, ...], n_new: int) -> KVCache:
+def _check_kv_cache(cache, c, lead: tuple[int, ...], n_new: int) -> KVCache:
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache (see init_kv_cache), got {type(cache).__name__}")
     want = (*lead, c.n_kv, cache.max_tokens, c.d_k)
@@ -130,9 +130,9 @@ def prefill(x: np.ndarray, params: dict, n_heads: int, cache: KVCache, *,
     the same ``cache``, now with ``length == N``.
     """
     x = check_float_array(x, "x", ndims=(2, 3))
-    c = _validate(x[..., :1, :], params, n_heads, None, None, False, n_kv_heads, None, None)  # no scores here
+    c = check_layer_args(x=x, params=params, n_heads=n_heads, n_kv_heads=n_kv_heads, scores=False)
     n = x.shape[-2]
-    cache = _check_cache(cache, c, x.shape[:-2], n)
+    cache = _check_kv_cache(cache, c, x.shape[:-2], n)
     if cache.length:
         raise ValueError(f"prefill needs an empty cache, got one holding {cache.length} tokens")
     cache.K[..., :n, :] = split_heads(_project(x, params, "W_K", "b_K"), c.n_kv)  # (..., n_kv, N, d_k)
@@ -158,19 +158,18 @@ def decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCache, *,
     ndarray of the shape of ``x_t``: the layer's output for the new token.
     """
     x_t = check_float_array(x_t, "x_t", ndims=(1, 2))
-    c = _validate(x_t[..., None, :], params, n_heads, None, None, False, n_kv_heads, None, None)
+    c = check_layer_args(x=x_t[..., None, :], params=params, n_heads=n_heads, n_kv_heads=n_kv_heads, scores=False)
     lead = x_t.shape[:-1]
-    cache = _check_cache(cache, c, lead, 1)
+    cache = _check_kv_cache(cache, c, lead, 1)
     t = cache.length
-    g = c.h // c.n_kv
-    q = _project(x_t, params, "W_Q", "b_Q").reshape(*lead, c.n_kv, g, c.d_k)  # (..., n_kv, g, d_k)
+    q = _project(x_t, params, "W_Q", "b_Q").reshape(*lead, c.n_kv, c.group_size, c.d_k)  # (..., n_kv, h/n_kv, d_k)
     cache.K[..., t, :] = _project(x_t, params, "W_K", "b_K").reshape(*lead, c.n_kv, c.d_k)  # (..., n_kv, d_k)
     cache.V[..., t, :] = _project(x_t, params, "W_V", "b_V").reshape(*lead, c.n_kv, c.d_v)  # (..., n_kv, d_v)
     cache.length = t + 1
     K, V = cache.K[..., : t + 1, :], cache.V[..., : t + 1, :]  # (..., n_kv, t+1, d_k), (..., n_kv, t+1, d_v)
-    # the core's attention, with the g query heads of a group as its g query rows; no mask: the
+    # the core's attention, with the h/n_kv query heads of a group as its query rows; no mask: the
     # future is not in the cache
-    heads, _ = _attend(q, K, V, None, 1.0 / np.sqrt(c.d_k), keep_weights=False)  # (..., n_kv, g, d_v)
+    heads, _ = _attend(q, K, V, None, 1.0 / np.sqrt(c.d_k))  # (..., n_kv, h/n_kv, d_v)
     concat = heads.reshape(*lead, c.h * c.d_v)  # (..., h*d_v), query heads in order
     return _project(concat, params, "W_O", "b_O")  # (..., d_model)
 
@@ -189,7 +188,7 @@ def decode(x: np.ndarray, params: dict, n_heads: int, *, n_kv_heads: int | None 
     float rounding.
     """
     x = check_float_array(x, "x", ndims=(2, 3))
-    c = _validate(x[..., :1, :], params, n_heads, None, None, False, n_kv_heads, None, None)  # no (N, N) scores
+    c = check_layer_args(x=x, params=params, n_heads=n_heads, n_kv_heads=n_kv_heads, scores=False)  # no (N, N) scores
     n = x.shape[-2]
     cache = init_kv_cache(params, c.h, n, n_kv_heads=c.n_kv, batch=x.shape[0] if x.ndim == 3 else None)
     steps = [decode_step(x[..., t, :], params, c.h, cache, n_kv_heads=c.n_kv) for t in range(n)]  # N x (..., d_model)

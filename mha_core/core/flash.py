@@ -1,9 +1,18 @@
-"""Tiled attention with an online softmax (FlashAttention), so the N_q x N_k scores never exist.
+"""Attention without the whole N_q x N_k score matrix at once: in blocks of query rows, or tiled.
 
 ``scaled_dot_product_attention`` computes ``softmax(Q K^T / sqrt(d_k)) V`` with the whole score
-matrix in memory: ``h * N^2`` numbers, 16 GiB at h=8, N=32,768 in float32. Yet each output row is
-only a weighted average of V's rows, and a weighted average can be accumulated one group of keys
-at a time if we remember three things per query row (Milakov & Gimelshein 2018):
+matrix in memory: ``h * N^2`` numbers, 16 GiB at h=8, N=32,768 in float32. This module computes
+the same numbers a piece at a time, in two steps of increasing cleverness.
+
+**Blocks of query rows** (``blocked_attention``). Each query row's softmax needs only that row's
+scores, so the formula can run on a block of query rows at a time: scores, mask, softmax and
+``weights @ V`` for rows ``r0:r1``, then the next block. Each block is still in the CPU's cache
+when the softmax and the second matmul read it. The weights are still written out in full, so
+this is the path when they are asked for.
+
+**Tiles with an online softmax** (``flash_attention``). Each output row is only a weighted
+average of V's rows, and a weighted average can be accumulated one group of keys at a time if we
+remember three things per query row (Milakov & Gimelshein 2018):
 
     m  the largest score seen so far                  (..., rows, 1)
     l  the sum of exp(score - m) seen so far           (..., rows, 1)
@@ -31,7 +40,7 @@ Two choices made for speed (benchmarks/RESULTS_long_context.md):
   so causal attention does about half the work.
 - Query blocks are independent, so worker threads share them (as GPU thread blocks do in
   FlashAttention), each with its BLAS kept to one thread: the exp runs on every core, and a
-  machine busy with other work does not stall a two-thread BLAS call on every tile.
+  machine busy with other work does not stall a multi-threaded BLAS call on every tile.
 """
 
 from __future__ import annotations
@@ -44,17 +53,58 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from .checks import check_memory, check_positive_int
 from .attention import check_attention_args
+from .softmax import softmax_
 
-# Tile sizes. One tile of scores for one head, 256 x 512 float32 = 512 KiB, is this machine's L2
-# per core (2-core AMD EPYC: 512 KiB L2 each, 32 MiB L3 shared); for the 8 heads numpy processes
-# at once it is 4 MiB, well inside L3, from the first matmul through the exp to the second.
-# 256 query rows make each BLAS call big enough to run near the GEMM rate and still give two
-# workers 8 blocks to share at N=2048. Measured (one thread, N=2048 and 4096, interleaved; a
-# load average of 50-100 from other sessions): 128-512 rows x 256-1024 keys were within the
-# noise of each other, and the largest tiles (1024 x 1024, 512 x 2048) were the slowest, about
-# 1.2-2x. benchmarks/RESULTS_long_context.md has the numbers.
+# Tile sizes. One tile of scores for one head, 256 x 512 float32 = 512 KiB, fits a core's L2
+# cache on a typical laptop or server CPU; for the 8 heads numpy processes at once it is 4 MiB,
+# which fits a shared L3, from the first matmul through the exp to the second. 256 query rows make
+# each BLAS call big enough to run near the GEMM rate and still give two workers 8 blocks to share
+# at N=2048. Tiles from 128 to 512 rows and 256 to 1024 keys timed alike; the largest were slower
+# (benchmarks/RESULTS_long_context.md, "Tile sizes").
 BLOCK_Q = 256
 BLOCK_K = 512
+
+# Blocks of query rows: scores of at most this many bytes per block. A block this size stays in
+# the last-level cache from the Q K^T matmul through the softmax's passes to the weighted sum.
+SCORE_BLOCK_BYTES = 16 * 2**20
+# ... but never more blocks than this: every block costs B*h small BLAS calls per matmul, and on
+# a busy machine each multi-threaded call can wait for a free core (benchmarks/RESULTS.md).
+MAX_SCORE_BLOCKS = 8
+
+
+def blocked_attention(q, k, v, mask=None, scale=None, *, max_bytes=None) -> tuple[np.ndarray, np.ndarray]:
+    """``scaled_dot_product_attention`` run on blocks of query rows; the same outputs and weights.
+
+    Parameters and returns as ``scaled_dot_product_attention`` (the weights are still built in
+    full: ``max_bytes`` limits them).
+    """
+    lead, scale = check_attention_args(q, k, v, mask, scale)
+    check_memory((*lead, q.shape[-2], k.shape[-2]), q.dtype, max_bytes, "the attention weights")
+    return _blocked(q, k, v, mask, scale)
+
+
+def _blocked(q, k, v, mask, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """``blocked_attention`` on arguments already checked. Each block's scores are computed
+    straight into its rows of the (..., N_q, N_k) weights, and turned into weights there."""
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    out = np.empty((*lead, n_q, v.shape[-1]), dtype=q.dtype)  # (..., N_q, d_v)
+    weights = np.empty((*lead, n_q, n_k), dtype=q.dtype)  # (..., N_q, N_k)
+    rows_by_size = SCORE_BLOCK_BYTES // (int(np.prod(lead, dtype=np.int64)) * n_k * q.itemsize)
+    rows_by_count = -(-n_q // MAX_SCORE_BLOCKS)  # ceil(N_q / MAX_SCORE_BLOCKS)
+    rows = min(n_q, max(1, rows_by_size, rows_by_count))  # query rows per block
+    q = q * q.dtype.type(scale)  # (..., N_q, d_k)
+    k_t = np.swapaxes(k, -1, -2)  # (..., d_k, N_k), a view
+    per_row_mask = mask is not None and mask.ndim >= 2 and mask.shape[-2] != 1
+    for r0 in range(0, n_q, rows):
+        blk = slice(r0, r0 + rows)  # a block of query rows (the last may be shorter)
+        scores = weights[..., blk, :]  # (..., rows, N_k), a view into the result
+        np.matmul(q[..., blk, :], k_t, out=scores)  # (..., rows, d_k) @ (..., d_k, N_k)
+        if mask is not None:
+            np.copyto(scores, -np.inf, where=~(mask[..., blk, :] if per_row_mask else mask))  # -> weight 0
+        softmax_(scores, axis=-1)  # (..., rows, N_k), in place
+        np.matmul(scores, v, out=out[..., blk, :])  # (..., rows, N_k) @ (..., N_k, d_v) -> (..., rows, d_v)
+    return out, weights
 
 
 def flash_attention(

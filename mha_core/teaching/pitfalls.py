@@ -26,7 +26,8 @@ from ..core.checks import check_float_array, check_mask, check_positive_int
 from ..core.attention import scaled_dot_product_attention
 from ..core.heads import merge_heads
 from ..core.masks import causal_mask
-from ..core.mha import _validate, head_outputs
+from ..core.layer_args import check_layer_args
+from ..core.mha import head_outputs
 from ..core.softmax import softmax
 
 __all__ = [
@@ -366,7 +367,7 @@ def multi_head_attention_without_transpose(x, params, n_heads, *, causal: bool =
     """
     if any(name.startswith("b_") for name in params):
         raise ValueError("params must have no biases for multi_head_attention_without_transpose")
-    _validate(x, params, n_heads, x_kv=None, mask=None, causal=causal, n_kv_heads=None, head_mask=None, max_bytes=None)
+    check_layer_args(x=x, params=params, n_heads=n_heads, causal=causal)
     q, k, v = (split_heads_without_transpose(x @ params[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)  <- the error
     mask = causal_mask(x.shape[-2]) if causal else None  # (N, N)
     heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (..., h, N, d_v)
