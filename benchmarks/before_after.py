@@ -1,26 +1,33 @@
-"""Compare the fused forward of an older commit with the current one, in the same run.
+"""Compare the layer of an older commit with the current one, in the same run.
 
     python -m benchmarks.before_after 1124612            # default threads
     python -m benchmarks.before_after 1124612 --threads 1
+    make bench-before-after REV=1124612
 
-The old ``mha_core`` is copied out of git (``git show <rev>:mha_core/<file>``) into a temporary
-package, so both versions run in one process, interleaved, against the same torch layer.
+The old ``mha_core`` is copied out of git (``git archive <rev> mha_core``) into a temporary
+package, so both versions run in one process, interleaved (the median of each is reported, with
+the load average, which should be below 1 for figures worth quoting). Three calls are compared at each size: the fused forward (``multi_head_attention``), the same with
+``return_weights=True``, and the per-head loop (``multi_head_attention_per_head``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import io
+import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from mha_core import MHAConfig, init_params, multi_head_attention
+import mha_core
+from mha_core import MHAConfig, init_params
 
-from .core import D_MODEL, torch_layer
+from .core import D_MODEL
 from .suites import ROOT
 from .timing import interleaved, numpy_threads, set_numpy_threads
 
@@ -28,52 +35,43 @@ SIZES = ((8, 100, 1), (8, 512, 1), (8, 2048, 1), (64, 512, 1), (1, 2048, 1), (8,
 
 
 def load_old(rev: str, where: Path):
-    """Import ``mha_core`` as it was at ``rev`` under the name ``mha_core_old``."""
-    pkg = where / "mha_core_old"
-    pkg.mkdir()
-    names = subprocess.run(["git", "ls-tree", "--name-only", rev, "mha_core/"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split()
-    for name in names:
-        if name.endswith(".py"):
-            text = subprocess.run(["git", "show", f"{rev}:{name}"], cwd=ROOT,
-                                  capture_output=True, text=True, check=True).stdout
-            (pkg / Path(name).name).write_text(text)
+    """Import ``mha_core`` as it was at ``rev`` under the name ``mha_core_old`` (every subpackage:
+    the package imports itself only relatively)."""
+    archive = subprocess.run(["git", "archive", rev, "mha_core"], cwd=ROOT, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(where, filter="data")
+    (where / "mha_core").rename(where / "mha_core_old")
     sys.path.insert(0, str(where))
     return importlib.import_module("mha_core_old")
 
 
 def main(argv: list[str] | None = None) -> int:
-    import torch
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("rev", help="the older git revision, e.g. 1124612")
     parser.add_argument("--threads", type=int, default=None, help="threads for numpy's BLAS and torch")
+    parser.add_argument("--budget", type=float, default=4.0, help="seconds of timing per size and call")
     args = parser.parse_args(argv)
     threads = args.threads or numpy_threads()
     set_numpy_threads(threads)
-    torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
         old = load_old(args.rev, Path(tmp))
-        print(f"{args.rev} vs working tree, {threads} thread(s); speed = torch time / numpy time")
+        print(f"{args.rev} vs working tree, {threads} thread(s); load average {os.getloadavg()[0]:.1f}; "
+              "after/before above 1 = slower now")
         for h, n, b in SIZES:
             rng = np.random.default_rng(0)
             p = init_params(MHAConfig(D_MODEL, h), rng)
             x = rng.standard_normal((b, n, D_MODEL)).astype(np.float32)  # (B, N, d_model)
-            layer, xt = torch_layer(p, D_MODEL, h, "float32"), torch.from_numpy(x)
-
-            def call_torch(layer=layer, xt=xt):
-                with torch.inference_mode():
-                    return layer(xt, xt, xt, need_weights=False)
-
-            t = interleaved({
-                "before": lambda x=x, p=p, h=h: old.multi_head_attention(x, p, h),
-                "after": lambda x=x, p=p, h=h: multi_head_attention(x, p, h),
-                "torch": call_torch,
-            }, budget_s=4.0, min_reps=5, max_reps=40)
-            med = {k: v["median"] for k, v in t.items()}
-            print(f"  h={h:<2} N={n:<4} B={b}: before {med['before'] * 1e3:8.2f} ms, after {med['after'] * 1e3:8.2f} ms "
-                  f"({med['before'] / med['after']:.2f}x faster); vs torch {med['torch'] / med['before']:.2f}x -> "
-                  f"{med['torch'] / med['after']:.2f}x  (n={t['after']['n']})")
+            for call, kw in (("forward", {}), ("+weights", {"return_weights": True}), ("per_head", {})):
+                fn = "multi_head_attention_per_head" if call == "per_head" else "multi_head_attention"
+                before, after = getattr(old, fn), getattr(mha_core, fn)
+                t = interleaved({
+                    "before": lambda f=before, x=x, p=p, h=h, kw=kw: f(x, p, h, **kw),
+                    "after": lambda f=after, x=x, p=p, h=h, kw=kw: f(x, p, h, **kw),
+                }, budget_s=args.budget, min_reps=5, max_reps=40)
+                med = {k: v["median"] for k, v in t.items()}
+                print(f"  h={h:<2} N={n:<4} B={b} {call:<9}: before {med['before'] * 1e3:8.2f} ms, "
+                      f"after {med['after'] * 1e3:8.2f} ms, after/before {med['after'] / med['before']:.3f}  "
+                      f"(n={t['after']['n']})", flush=True)
     return 0
 
 

@@ -1,7 +1,7 @@
 """The core: attention maths in NumPy, one module per concept. Imports nothing else of mha_core."""
 
-from .checks import DEFAULT_MAX_SCORE_BYTES, MemoryBudgetError
 from .attention import scaled_dot_product_attention
+from .checks import DEFAULT_MAX_SCORE_BYTES, MemoryBudgetError
 from .config import MHAConfig, init_params
 from .counts import count_macs, count_params, kv_cache_bytes
 from .decode import KVCache, decode, decode_step, init_kv_cache, prefill

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from .checks import check_float_array
 from .attention import scaled_dot_product_attention
+from .checks import check_float_array
 from .heads import merge_heads, split_heads
 from .layer_args import check_layer_args
 from .mha import layer_forward

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import check_float_array, check_memory, check_positive_int
 from .attention import _attend
+from .checks import check_float_array, check_memory, check_positive_int
 from .heads import split_heads
 from .layer_args import check_layer_args
 from .mha import _project as _project_traced

@@ -51,8 +51,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from .checks import check_memory, check_positive_int
 from .attention import check_attention_args
+from .checks import check_memory, check_positive_int
 from .softmax import softmax_
 
 # Tile sizes. One tile of scores for one head, 256 x 512 float32 = 512 KiB, fits a core's L2

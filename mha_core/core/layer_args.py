@@ -20,6 +20,10 @@ from .rope import check_rope
 
 WEIGHT_NAMES = ("W_Q", "W_K", "W_V", "W_O")
 BIAS_NAMES = ("b_Q", "b_K", "b_V", "b_O")
+WEIGHTS_HINT = (  # the memory error's advice when the weights were asked for
+    "; or leave return_weights out: without the weights the layer runs tiled (online-softmax) "
+    "attention, whose memory grows as N, not N^2"
+)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import numpy as np
 from .attention import _attend, scaled_dot_product_attention
 from .flash import _blocked, _flash
 from .heads import head_columns, merge_heads, split_heads
-from .layer_args import LayerArgs, check_layer_args, check_layer_output
+from .layer_args import WEIGHTS_HINT, LayerArgs, check_layer_args, check_layer_output
 from .rope import apply_rope
 from .trace import NO_TRACER
 
@@ -30,10 +30,6 @@ from .trace import NO_TRACER
 # working through it in blocks (benchmarks/RESULTS_long_context.md), and without the weights
 # the tiled path needs memory that grows as N instead of N^2.
 FORMULA_MAX_SCORE_BYTES = 4 * 2**20
-WEIGHTS_HINT = (
-    "; or leave return_weights out: without the weights the layer runs tiled (online-softmax) "
-    "attention, whose memory grows as N, not N^2"
-)
 
 
 def multi_head_attention(
@@ -91,12 +87,9 @@ def multi_head_attention(
 
 
 def layer_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
-    """The layer on checked arguments: ``heads_forward``, concat, ``W_O``.
-
-    Returns the output (..., N_q, d_model) and the weights (..., h, N_q, N_k), or None for them
-    unless ``keep_weights``. ``saved``, a dict, receives what the backward pass needs
-    (``backward.py``): everything ``heads_forward`` saves, and ``concat``.
-    """
+    """The layer on checked arguments: ``heads_forward``, concat, ``W_O``. Returns the output
+    (..., N_q, d_model) and the weights (..., h, N_q, N_k), or None unless ``keep_weights``.
+    ``saved``, a dict, receives what ``heads_forward`` saves, and ``concat``."""
     heads, weights = heads_forward(a, t, keep_weights=keep_weights, saved=saved)  # (..., h, N_q, d_v)
     t.record("heads back: transpose", np.swapaxes(heads, -3, -2))  # (..., N_q, h, d_v)
     concat = t.record("concat: reshape", merge_heads(heads))  # (..., N_q, h*d_v)
@@ -108,12 +101,10 @@ def layer_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
 
 
 def heads_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
-    """Fused projections, split into heads, one attention over every head at once.
-
-    Returns the heads (..., h, N_q, d_v), after ``head_mask``, and the weights (..., h, N_q, N_k)
-    or None. ``saved`` receives ``att`` (the attention's ``q, k, v, weights, scale``, in the
-    shapes it ran on) and ``heads`` (before ``head_mask``).
-    """
+    """Fused projections, split into heads, one attention over every head at once. Returns the
+    heads (..., h, N_q, d_v), after ``head_mask``, and the weights (..., h, N_q, N_k) or None.
+    ``saved``, a dict, receives what the backward pass (``backward.py``) needs: ``att`` (the
+    attention's ``q, k, v, weights, scale`` in the shapes it ran on) and ``heads``."""
     p = a.params
     t.record("X", a.x)  # (..., N_q, d_model)
     Q = _project(t, "Q = X @ W_Q", a.x, p["W_Q"], p.get("b_Q"))  # (..., N_q, h*d_k)

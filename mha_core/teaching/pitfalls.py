@@ -22,11 +22,11 @@ from types import MappingProxyType
 
 import numpy as np
 
-from ..core.checks import check_float_array, check_mask, check_positive_int
 from ..core.attention import scaled_dot_product_attention
+from ..core.checks import check_float_array, check_mask, check_positive_int
 from ..core.heads import merge_heads
-from ..core.masks import causal_mask
 from ..core.layer_args import check_layer_args
+from ..core.masks import causal_mask
 from ..core.mha import head_outputs
 from ..core.softmax import softmax
 

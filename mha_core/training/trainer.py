@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..core.checks import check_positive_int
 from ..core.backward import mha_backward, mha_forward
+from ..core.checks import check_positive_int
 from ..core.config import MHAConfig, as_rng, init_params
 from .tasks import IGNORE, OffsetPairTask
 

@@ -30,9 +30,9 @@ import numpy as np
 from ..core.checks import check_positive_int
 from ..core.config import MHAConfig, init_params
 from ..core.counts import count_macs, count_params, kv_cache_bytes
+from ..core.ledger import trace_shapes
 from ..core.masks import causal_mask
 from ..core.mha import multi_head_attention
-from ..core.ledger import trace_shapes
 from ..teaching.demo import MAX_TOKENS, SENTENCE, embed_tokens, tokens
 from .heatmap import HeatmapGrid, heatmap_alt_text
 from .viz import HeadGrid, canvas_png, figure_bytes, head_grid_figure, ledger_html, shape_boxes_svg
