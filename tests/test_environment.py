@@ -1,5 +1,8 @@
-"""environment.yml (Binder/conda) and pyproject.toml (pip) must list the same packages and ranges."""
+"""environment.yml (Binder/conda) and pyproject.toml (pip) must list the same packages and ranges;
+`make help` lists every documented Makefile target."""
 
+import re
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -48,3 +51,12 @@ def test_binder_ready():
     assert extra["env"]["channels"] == ["conda-forge"]
     assert conda["python"] == "==3.11"
     assert extra["pip"] == {"pip": ["-e ."]}
+
+
+def test_make_help_lists_every_documented_target():
+    documented = re.findall(r"^([a-zA-Z_-]+):[^#\n]*## (.+)$", (ROOT / "Makefile").read_text(), flags=re.M)
+    out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    listed = dict(re.findall(r"^make (\S+) +(.+)$", out, flags=re.M))
+    assert listed == dict(documented)
+    for target in ("test", "test-fast", "dashboard", "help"):
+        assert target in listed, f"make help does not list {target}"
