@@ -152,21 +152,42 @@ def test_head_grid_figure_has_one_visible_axes_per_head():
 
 # -- ledger and boxes ---------------------------------------------------------------------------------
 
-def _steps(B=2, N=10, d_model=64, h=8):
-    cfg = m.MHAConfig(d_model, h)
+def _steps(B=2, N=10, d_model=64, h=8, n_kv=None, **kwargs):
+    cfg = m.MHAConfig(d_model, h, n_kv)
     x = np.zeros((B, N, d_model), np.float32) if B else np.zeros((N, d_model), np.float32)
-    return m.trace_shapes(x, m.init_params(cfg, 0), h)
+    return m.trace_shapes(x, m.init_params(cfg, 0), h, n_kv_heads=n_kv, **kwargs)
 
 
+@pytest.mark.parametrize("rope", [False, True])
+@pytest.mark.parametrize("n_kv", [8, 2, 1], ids=["MHA", "GQA", "MQA"])
 @pytest.mark.parametrize("B", [0, 3])
-def test_every_traced_step_has_symbols_that_match_its_sizes(B):
+def test_every_traced_step_has_symbols_that_match_its_sizes(B, n_kv, rope):
     N, d_model, h = 10, 64, 8
-    sizes = {"B": B, "N": N, "N_q": N, "N_k": N, "d_model": d_model, "h": h, "d_k": d_model // h,
-             "d_v": d_model // h, "h*d_k": d_model, "h*d_v": d_model}
-    for name, shape in _steps(B, N, d_model, h):
-        sym = viz.step_symbols(name, shape)
+    d_k = d_model // h
+    sizes = {"B": B, "N": N, "N_q": N, "N_k": N, "d_model": d_model, "h": h, "d_k": d_k, "d_v": d_k,
+             "h*d_k": h * d_k, "h*d_v": h * d_k, "n_kv": n_kv, "h/n_kv": h // n_kv,
+             "n_kv*d_k": n_kv * d_k, "n_kv*d_v": n_kv * d_k}
+    steps = _steps(B, N, d_model, h, n_kv, rope_base=10_000.0 if rope else None)
+    grouped = viz.is_grouped(steps)
+    assert grouped == (n_kv < h)
+    for name, shape in steps:
+        sym = viz.step_symbols(name, shape, grouped=grouped)
         assert sym is not None, f"no symbols for step {name!r}"
         assert tuple(sizes[s] for s in sym) == shape, name
+        if grouped and name.startswith(("K", "V")):
+            assert "h" not in sym and "h*d_k" not in sym and "h*d_v" not in sym, (name, sym)
+
+
+def test_gqa_ledger_names_n_kv_and_the_grouped_scores():
+    # the example of issue 21: h=4, n_kv=2, d_k=4, B=2, N=5
+    table = viz.ledger_html(_steps(B=2, N=5, d_model=16, h=4, n_kv=2))
+    assert "(B=2, N=5, n_kv*d_k=8)" in table  # K = X @ W_K
+    assert "(B=2, n_kv=2, N=5, d_k=4)" in table  # K heads
+    assert "(B=2, n_kv=2, h/n_kv=2, N_q=5, N_k=5)" in table  # scores and weights, 5-D
+    assert "(B=2, h=4, N=5, d_k=4)" in table  # Q heads keep h
+    assert "(2, 2, 2, 5, 5)" not in table
+    mqa = viz.ledger_html(_steps(B=0, N=5, d_model=16, h=4, n_kv=1))
+    assert "(n_kv=1, h/n_kv=4, N_q=5, N_k=5)" in mqa and "(N=5, n_kv*d_k=4)" in mqa
 
 
 def test_step_symbols_unknown_step():

@@ -586,6 +586,8 @@ STEP_SYMBOLS: dict[str, tuple[str, ...]] = {
     "Q heads: transpose": ("B", "h", "N", "d_k"),
     "K heads": ("B", "h", "N", "d_k"),
     "V heads": ("B", "h", "N", "d_v"),
+    "Q rotated: RoPE": ("B", "h", "N", "d_k"),
+    "K rotated: RoPE": ("B", "h", "N", "d_k"),
     "scores = Q K^T / sqrt(d_k)": ("B", "h", "N_q", "N_k"),
     "weights = softmax(scores)": ("B", "h", "N_q", "N_k"),
     "head outputs = weights V": ("B", "h", "N", "d_v"),
@@ -595,9 +597,32 @@ STEP_SYMBOLS: dict[str, tuple[str, ...]] = {
 }
 
 
-def step_symbols(name: str, shape: tuple[int, ...]) -> tuple[str, ...] | None:
-    """The axis symbols of trace step ``name`` with ``shape``, or None if the step is unknown."""
-    sym = STEP_SYMBOLS.get(name)
+# With GQA/MQA (n_kv < h key/value heads) K and V carry n_kv heads, and the attention runs on the
+# h query heads viewed as n_kv groups of h/n_kv (mha.py), so its steps are 5-D with B.
+GROUPED_STEP_SYMBOLS: dict[str, tuple[str, ...]] = {
+    "K = X @ W_K": ("B", "N", "n_kv*d_k"),
+    "V = X @ W_V": ("B", "N", "n_kv*d_v"),
+    "K heads": ("B", "n_kv", "N", "d_k"),
+    "V heads": ("B", "n_kv", "N", "d_v"),
+    "K rotated: RoPE": ("B", "n_kv", "N", "d_k"),
+    "scores = Q K^T / sqrt(d_k)": ("B", "n_kv", "h/n_kv", "N_q", "N_k"),
+    "weights = softmax(scores)": ("B", "n_kv", "h/n_kv", "N_q", "N_k"),
+    "head outputs = weights V": ("B", "n_kv", "h/n_kv", "N", "d_v"),
+}
+
+
+def is_grouped(steps) -> bool:
+    """True when a trace is of GQA/MQA: the K heads are fewer than the Q heads."""
+    shapes = dict(steps)
+    q, k = shapes.get("Q heads: transpose"), shapes.get("K heads")
+    return q is not None and k is not None and q[-3] != k[-3]
+
+
+def step_symbols(name: str, shape: tuple[int, ...], *, grouped: bool = False) -> tuple[str, ...] | None:
+    """The axis symbols of trace step ``name`` with ``shape``, or None if the step is unknown.
+
+    ``grouped``: the trace is of GQA/MQA (``is_grouped``), so K and V have n_kv heads."""
+    sym = (GROUPED_STEP_SYMBOLS.get(name) if grouped else None) or STEP_SYMBOLS.get(name)
     if sym is None:
         return None
     if len(shape) == len(sym) - 1:
@@ -639,9 +664,10 @@ def ledger_html(steps: Sequence[tuple[str, tuple[int, ...]]]) -> str:
         ``<table>`` with columns step, shape (with symbols where known) and element count.
     """
     steps = _check_steps(steps)
+    grouped = is_grouped(steps)
     rows = []
     for i, (name, shape) in enumerate(steps):
-        sym = step_symbols(name, shape)
+        sym = step_symbols(name, shape, grouped=grouped)
         size = int(np.prod(shape, dtype=np.int64))
         rows.append(
             f"<tr><td>{i}</td><td><code>{html.escape(name)}</code></td>"
@@ -701,9 +727,10 @@ def shape_boxes(steps: Sequence[tuple[str, tuple[int, ...]]], *, cols: int = BOX
     if isinstance(cols, bool) or not isinstance(cols, int) or cols < 1:
         raise ValueError(f"cols must be a positive int, got {cols!r}")
     d_max = max(max(s[-2:]) if len(s) > 1 else s[0] for _, s in steps)
+    grouped = is_grouped(steps)
     boxes = []
     for i, (name, shape) in enumerate(steps):
-        sym = step_symbols(name, shape) or tuple("" for _ in shape)
+        sym = step_symbols(name, shape, grouped=grouped) or tuple("" for _ in shape)
         r, c = divmod(i, cols)
         width = _side(shape[-1], d_max)
         height = _side(shape[-2], d_max) if len(shape) > 1 else BOX_MIN
