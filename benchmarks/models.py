@@ -74,7 +74,7 @@ def _reference(name: str):
     except ImportError:
         return None
     from mha_core.models import cache_dir
-    from mha_core.models.cache import SOURCES
+    from mha_core.models.store import SOURCES
 
     src = cache_dir() / name / "source"
     if name == "minilm":

