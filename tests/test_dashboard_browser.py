@@ -616,8 +616,10 @@ def test_screens_phone_tablet_desktop(loaded, width):
     page.set_viewport_size({"width": 1280, "height": 1000})
 
 
-def test_zz_report(loaded):
-    """Runs last: the measured figures."""
+def timing_report() -> list[str]:
+    """The figures measured in this run; tests/conftest.py prints them in the terminal summary."""
+    if not TIMINGS:
+        return []
     lines = ["", "dashboard timings (this machine, this run):"]
     for name, values in TIMINGS.items():
         if name.endswith("(ms)"):
@@ -625,7 +627,7 @@ def test_zz_report(loaded):
             lines.append(f"  {name}: median {statistics.median(values):.0f}, p90 {q:.0f}, n={len(values)}")
         else:
             lines.append(f"  {name}: {', '.join(f'{v:.2f}' for v in values)}")
-    print("\n".join(lines))
+    return lines
 
 
 # -- the PNG path against the canvas path, same browser, same run -----------------------------------

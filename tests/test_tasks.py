@@ -23,10 +23,10 @@ def tasks(draw):
 def test_targets_match_a_plain_loop(task, seed, batch):
     x, y = task.sample(seed, batch)
     a, b = task.offsets
-    assert x.shape == y.shape == (batch, task.seq_len)
+    assert x.shape == y.shape == (batch, task.n)
     assert x.min() >= 0 and x.max() < task.vocab
     for i in range(batch):
-        for t in range(task.seq_len):
+        for t in range(task.n):
             if t < max(a, b):
                 assert y[i, t] == IGNORE
             else:
@@ -34,8 +34,8 @@ def test_targets_match_a_plain_loop(task, seed, batch):
     assert (y != IGNORE).sum() == batch * task.n_targets
     first, second = task.split_pair(y)
     keep = y != IGNORE
-    np.testing.assert_array_equal(first[:, max(a, b):], x[:, max(a, b) - a : task.seq_len - a])
-    np.testing.assert_array_equal(second[keep], x[:, max(a, b) - b : task.seq_len - b].ravel())
+    np.testing.assert_array_equal(first[:, max(a, b):], x[:, max(a, b) - a : task.n - a])
+    np.testing.assert_array_equal(second[keep], x[:, max(a, b) - b : task.n - b].ravel())
 
 
 def test_the_answer_depends_on_the_order_of_the_two_offsets():
@@ -72,9 +72,9 @@ def test_token_labels():
     [
         (dict(vocab=1), ValueError, "vocab must be at least 2"),
         (dict(vocab=2.5), TypeError, "vocab must be a positive int"),
-        (dict(seq_len=0), ValueError, "seq_len must be a positive int"),
+        (dict(n=0), ValueError, "n must be a positive int"),
         (dict(offsets=(2, 2)), ValueError, "two different distances"),
-        (dict(offsets=(1, 12)), ValueError, "offsets must be < seq_len=12"),
+        (dict(offsets=(1, 12)), ValueError, "offsets must be < n=12"),
         (dict(offsets=(0, 1)), ValueError, "must be a positive int"),
         (dict(offsets=[1, 3]), TypeError, "offsets must be a tuple of two ints"),
     ],
@@ -88,7 +88,7 @@ def test_targets_and_split_validate_their_input():
     task = OffsetPairTask(4, 5, (1, 2))
     with pytest.raises(TypeError, match="integer numpy.ndarray"):
         task.targets(np.zeros((2, 5)))
-    with pytest.raises(ValueError, match="N = seq_len = 5"):
+    with pytest.raises(ValueError, match="N = n = 5"):
         task.targets(np.zeros((2, 6), dtype=int))
     with pytest.raises(ValueError, match=r"tokens in \[0, vocab=4\)"):
         task.targets(np.full((1, 5), 4))

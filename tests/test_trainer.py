@@ -27,7 +27,7 @@ from mha_core.training.trainer import (
     widget_progress,
 )
 
-SMALL = OffsetPairTask(vocab=3, seq_len=5, offsets=(1, 2))
+SMALL = OffsetPairTask(vocab=3, n=5, offsets=(1, 2))
 
 
 @pytest.mark.parametrize("h", [1, 2, 4])

@@ -7,6 +7,8 @@ forged ones (an index past the options, a string for an int, h=3 with d_model=51
 
 from __future__ import annotations
 
+import html
+import re
 import sys
 import types
 
@@ -82,9 +84,9 @@ def test_head_weights_validates(args, kwargs, exc, match):
 
 
 @pytest.fixture
-def fake_pretrained(monkeypatch):
-    """A stand-in for mha_core.training.pretrained: uniform weights over a 6-token toy sequence."""
-    mod = types.ModuleType("mha_core.training.pretrained")
+def fake_toy_models(monkeypatch):
+    """A stand-in for mha_core.training.toy_models: uniform weights over a 6-token toy sequence."""
+    mod = types.ModuleType("mha_core.training.toy_models")
     mod.AVAILABLE_HEADS = (2, 4)
 
     def attention_maps(n_heads, n=None, seed=0):
@@ -93,12 +95,12 @@ def fake_pretrained(monkeypatch):
         return [f"t{i}" for i in range(n)], np.full((n_heads, n, n), 1.0 / n)
 
     mod.attention_maps = attention_maps
-    monkeypatch.setitem(sys.modules, "mha_core.training.pretrained", mod)
-    monkeypatch.setattr(mha_core.training, "pretrained", mod, raising=False)
+    monkeypatch.setitem(sys.modules, "mha_core.training.toy_models", mod)
+    monkeypatch.setattr(mha_core.training, "toy_models", mod, raising=False)
     return mod
 
 
-def test_head_weights_trained_uses_pretrained_and_masks_exactly(fake_pretrained):
+def test_head_weights_trained_uses_toy_models_and_masks_exactly(fake_toy_models):
     assert W.trained_available() == (2, 4)
     labels, w, title = W.head_weights(2, 6, kind="trained")
     assert labels == [f"t{i}" for i in range(6)] and "TRAINED" in title
@@ -115,8 +117,8 @@ def test_head_weights_trained_uses_pretrained_and_masks_exactly(fake_pretrained)
 
 
 def test_head_weights_trained_missing(monkeypatch):
-    monkeypatch.setitem(sys.modules, "mha_core.training.pretrained", None)  # import fails
-    monkeypatch.delattr(mha_core.training, "pretrained", raising=False)
+    monkeypatch.setitem(sys.modules, "mha_core.training.toy_models", None)  # import fails
+    monkeypatch.delattr(mha_core.training, "toy_models", raising=False)
     assert W.trained_available() == ()
     with pytest.raises(ValueError, match="not available"):
         W.head_weights(4, 6, kind="trained")
@@ -269,15 +271,15 @@ def test_head_explorer_refuses_bad_values(renderer):
 
 
 def test_head_explorer_trained_missing_is_a_message(monkeypatch):
-    monkeypatch.setitem(sys.modules, "mha_core.training.pretrained", None)
-    monkeypatch.delattr(mha_core.training, "pretrained", raising=False)
+    monkeypatch.setitem(sys.modules, "mha_core.training.toy_models", None)
+    monkeypatch.delattr(mha_core.training, "toy_models", raising=False)
     p = W.head_explorer()
     image = _drawn(p)
     p.kind.value = "trained"
     assert "not available" in p.status.value and _drawn(p) == image
 
 
-def test_head_explorer_trained(fake_pretrained):
+def test_head_explorer_trained(fake_toy_models):
     p = W.head_explorer(h=4, N=6)
     p.kind.value = "trained"
     assert "TRAINED" in p.caption.value and p.status.value == ""
@@ -358,3 +360,58 @@ def test_panel_figures_have_no_text_under_10_pt_on_the_page(make):
     # a PNG shown one pixel per CSS pixel: s pt at `dpi` reads as s * dpi / 96 pt on the page
     on_page = [(text, pt * fig.dpi / 96) for text, pt in rendered_font_sizes(fig, column_px=10**6)]
     assert on_page and min(pt for _, pt in on_page) >= 10, on_page[:3]
+
+
+# -- checks that used to run inside the lessons (notebooks 02, 04, 06): the panels the lessons embed --
+
+def _status_text(panel) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", panel.status.value))
+
+
+# -- notebook 02: the shape explorer ---------------------------------------------------------------
+
+def test_shape_explorer_h_follows_d_model_and_its_ledger_is_the_trace():
+    probe = W.shape_explorer(B=3, N=5, d_model=512, h=8)
+    for width in (768, 64):
+        probe.d_model.value = width
+        assert all(width % k == 0 for k in probe.h.options) and probe.h.value in probe.h.options
+    panel_ledger = W.shape_state(3, 5, 64, 4)["steps"]
+    x = np.zeros((3, 5, 64), np.float32)  # (B, N, d_model)
+    assert panel_ledger == m.trace_shapes(x, m.init_params(m.MHAConfig(64, 4), 0), 4)
+    assert probe.refresh(h=5) is False  # refused, the previous figures stay
+    assert "h=5 does not divide d_model=64" in _status_text(probe)
+
+
+# -- notebook 04: the head explorer ----------------------------------------------------------------
+
+def test_head_explorer_query_choices_follow_N_and_the_causal_maps_are_exact():
+    probe = W.head_explorer(h=8, N=20)
+    probe.N.value = 30
+    assert len(probe.query.options) == 1 + 30  # "none" + one entry per token
+    probe.causal.value = True
+    _, w_30, title = W.head_weights(probe.h.value, 30, causal=True)
+    assert w_30.shape == (8, 30, 30) and np.all(w_30[:, ~m.causal_mask(30)] == 0.0)
+    assert "causal mask" in title
+    assert probe.refresh(query=99) is False  # refused; the last figure stays
+    assert "query must be -1 (none) or a token position 0..29, got 99" in _status_text(probe)
+
+
+def test_notebook_04_static_maps_are_the_explorers_maps():
+    # notebook 04 draws its static grid from the same layer as the explorer (d_model=HEAD_D_MODEL)
+    tokens = list(demo.tokens(20))
+    cfg = m.MHAConfig(W.HEAD_D_MODEL, 8)
+    x = demo.embed_tokens(tokens, cfg.d_model, seed=0)  # (N, d_model)
+    _, weights = m.multi_head_attention(x, m.init_params(cfg, rng=0), 8, return_weights=True)
+    np.testing.assert_array_equal(weights, W.head_weights(8, 20)[1])
+
+
+# -- notebook 06: the KV-cache readout -------------------------------------------------------------
+
+def test_kv_cache_panel_readout_for_gqa_and_refusals():
+    large = list(W.KV_MODELS)[-1]  # d_model=4096, h=32, 32 layers
+    s = W.kv_state(large, 8, 32_768)
+    assert s["bytes"] * 4 == s["mha_bytes"] == 16 * 2**30  # GQA with 8 K/V heads: 25 % of MHA
+    p = W.kv_cache_panel(model=large)
+    p.n_kv.value = 8
+    assert "GQA" in p.numbers.value
+    assert p.refresh(n_kv=3) is False and "n_kv=3" in _status_text(p)

@@ -40,19 +40,19 @@ class OffsetPairTask:
     ----------
     vocab : int, default 8
         ``V``, the number of token symbols (and of answer classes).
-    seq_len : int, default 12
+    n : int, default 12
         ``N``, the sequence length.
     offsets : tuple of two ints, default (1, 3)
         ``(a, b)``, distinct, each in ``[1, N - 1]``: how far back the two tokens are.
     """
 
     vocab: int = 8
-    seq_len: int = 12
+    n: int = 12  # N
     offsets: tuple[int, int] = (1, 3)
 
     def __post_init__(self):
         check_positive_int(self.vocab, "vocab")
-        check_positive_int(self.seq_len, "seq_len")
+        check_positive_int(self.n, "n")
         if self.vocab < 2:
             raise ValueError(f"vocab must be at least 2, got vocab={self.vocab}")
         if not isinstance(self.offsets, tuple) or len(self.offsets) != 2:
@@ -60,8 +60,8 @@ class OffsetPairTask:
         a, b = (check_positive_int(o, "offsets[i]") for o in self.offsets)
         if a == b:
             raise ValueError(f"offsets must be two different distances, got a = b = {a}")
-        if max(a, b) >= self.seq_len:
-            raise ValueError(f"offsets must be < seq_len={self.seq_len}, got {self.offsets}")
+        if max(a, b) >= self.n:
+            raise ValueError(f"offsets must be < n={self.n} (the sequence length), got {self.offsets}")
 
     @property
     def first_target(self) -> int:
@@ -71,7 +71,7 @@ class OffsetPairTask:
     @property
     def n_targets(self) -> int:
         """Positions with a target per sequence, ``N - max(a, b)``."""
-        return self.seq_len - self.first_target
+        return self.n - self.first_target
 
     def targets(self, x: np.ndarray) -> np.ndarray:
         """The answers for token sequences ``x``.
@@ -87,14 +87,14 @@ class OffsetPairTask:
         """
         if not isinstance(x, np.ndarray) or not np.issubdtype(x.dtype, np.integer):
             raise TypeError(f"x must be an integer numpy.ndarray of tokens, got {type(x).__name__}")
-        if x.ndim < 1 or x.shape[-1] != self.seq_len:
-            raise ValueError(f"x must have shape (..., N) with N = seq_len = {self.seq_len}, got {x.shape}")
+        if x.ndim < 1 or x.shape[-1] != self.n:
+            raise ValueError(f"x must have shape (..., N) with N = n = {self.n}, got {x.shape}")
         if x.size and (x.min() < 0 or x.max() >= self.vocab):
             raise ValueError(f"x must hold tokens in [0, vocab={self.vocab}), got range [{x.min()}, {x.max()}]")
         a, b = self.offsets
         t0 = self.first_target
         y = np.full(x.shape, IGNORE, dtype=np.int64)  # (..., N)
-        y[..., t0:] = self.vocab * x[..., t0 - a : self.seq_len - a] + x[..., t0 - b : self.seq_len - b]
+        y[..., t0:] = self.vocab * x[..., t0 - a : self.n - a] + x[..., t0 - b : self.n - b]
         return y
 
     def sample(self, rng, batch: int) -> tuple[np.ndarray, np.ndarray]:
@@ -113,7 +113,7 @@ class OffsetPairTask:
         """
         gen = as_rng(rng)
         b = check_positive_int(batch, "batch")
-        x = gen.integers(0, self.vocab, size=(b, self.seq_len))  # (B, N)
+        x = gen.integers(0, self.vocab, size=(b, self.n))  # (B, N)
         return x, self.targets(x)
 
     def split_pair(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -128,6 +128,6 @@ class OffsetPairTask:
 
     def token_labels(self, x: np.ndarray) -> list[str]:
         """Labels for one sequence ``x`` of shape (N,): ``"t:token"``, e.g. ``"3:5"``."""
-        if not isinstance(x, np.ndarray) or x.shape != (self.seq_len,):
-            raise ValueError(f"x must be one sequence of shape ({self.seq_len},), got {getattr(x, 'shape', x)!r}")
+        if not isinstance(x, np.ndarray) or x.shape != (self.n,):
+            raise ValueError(f"x must be one sequence of shape ({self.n},), got {getattr(x, 'shape', x)!r}")
         return [f"{t}:{int(tok)}" for t, tok in enumerate(x)]

@@ -138,7 +138,7 @@ def init_model(task: OffsetPairTask, model: ModelConfig, rng) -> dict[str, np.nd
     if not isinstance(model, ModelConfig):
         raise TypeError(f"model must be a ModelConfig, got {type(model).__name__}")
     gen = as_rng(rng)
-    d, V, N = model.d_model, task.vocab, task.seq_len
+    d, V, N = model.d_model, task.vocab, task.n
     params = {
         "tok_emb": EMB_STD * gen.standard_normal((V, d)) / np.sqrt(d),
         "pos_emb": EMB_STD * gen.standard_normal((N, d)) / np.sqrt(d),
@@ -152,7 +152,7 @@ def init_model(task: OffsetPairTask, model: ModelConfig, rng) -> dict[str, np.nd
 def count_model_params(task: OffsetPairTask, model: ModelConfig) -> dict[str, int]:
     """Parameters per array and ``total``; the attention part is ``4 * d_model^2`` for every ``h``."""
     task = _check_task(task)
-    d, V, N = model.d_model, task.vocab, task.seq_len
+    d, V, N = model.d_model, task.vocab, task.n
     counts = {
         "embeddings": V * d + N * d,
         "attention": 4 * d * d,  # W_Q, W_K, W_V, W_O: (d_model, h*d_k) with h*d_k = d_model

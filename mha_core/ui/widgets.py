@@ -151,12 +151,12 @@ def shape_state(B: int, N: int, d_model: int, h: int, *, seed: int = 0) -> dict:
 
 
 def trained_available() -> tuple[int, ...]:
-    """Head counts with trained weights (``mha_core.training.pretrained.AVAILABLE_HEADS``), () if none."""
+    """Head counts with trained weights (``mha_core.training.toy_models.AVAILABLE_HEADS``), () if none."""
     try:
-        from ..training import pretrained
+        from ..training import toy_models
     except ImportError:
         return ()
-    return tuple(getattr(pretrained, "AVAILABLE_HEADS", ()))
+    return tuple(getattr(toy_models, "AVAILABLE_HEADS", ()))
 
 
 def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
@@ -173,7 +173,7 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
         Apply the causal mask (query i sees keys 0..i).
     kind : {"random", "trained"}
         ``"random"``: a freshly initialised layer (d_model = ``HEAD_D_MODEL``) on the demo
-        passage. ``"trained"``: ``mha_core.training.pretrained.attention_maps`` (a toy-task model that
+        passage. ``"trained"``: ``mha_core.training.toy_models.attention_maps`` (a toy-task model that
         was trained with the causal mask, so its weights are causal whatever ``causal`` says,
         and the title says so). They are re-normalised over the allowed keys, which is exactly
         softmax with the mask applied and leaves causal weights unchanged.
@@ -200,10 +200,10 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
         return labels, weights, title
     available = trained_available()
     if not available:
-        raise ValueError("trained weights are not available in this install (mha_core.training.pretrained is missing)")
+        raise ValueError("trained weights are not available in this install (mha_core.training.toy_models is missing)")
     if h not in available:
         raise ValueError(f"no trained model with h={h}; trained models exist for h = {', '.join(map(str, available))}")
-    from ..training.pretrained import attention_maps
+    from ..training.toy_models import attention_maps
 
     longest = len(attention_maps(h)[0])  # the toy task's sequence length
     n = min(N, longest)
@@ -211,7 +211,7 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
     labels = [str(t) for t in labels]
     weights = np.asarray(weights, dtype=np.float64)
     if weights.shape != (h, n, n) or len(labels) != n:
-        raise ValueError(f"pretrained.attention_maps returned {weights.shape} and {len(labels)} labels, "
+        raise ValueError(f"toy_models.attention_maps returned {weights.shape} and {len(labels)} labels, "
                          f"expected ({h}, {n}, {n})")
     weights = weights * causal_mask(n)  # (h, N, N): forbidden keys -> 0
     weights = weights / weights.sum(axis=-1, keepdims=True)  # (h, N, N): = masked softmax

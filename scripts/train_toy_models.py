@@ -1,6 +1,6 @@
 """Retrain every shipped model and rewrite mha_core/training/weights/ (``make weights``).
 
-Runs ``mha_core.training.pretrained.run_experiment``: h in AVAILABLE_HEADS x SEEDS at the same d_model
+Runs ``mha_core.training.toy_models.run_experiment``: h in AVAILABLE_HEADS x SEEDS at the same d_model
 and budget, plus the single head with LONG_FACTOR x the budget and the vocab-8 control. Prints a compact log and the
 accuracy table, then saves ``heads_<h>.npz`` and ``record.json``.
 """
@@ -12,20 +12,20 @@ import platform
 
 import numpy as np
 
-from mha_core.training import pretrained
+from mha_core.training import toy_models
 from mha_core.training.trainer import text_progress
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(pretrained.WEIGHTS_DIR), help="output directory")
+    parser.add_argument("--out", default=str(toy_models.WEIGHTS_DIR), help="output directory")
     args = parser.parse_args()
-    steps_per_run = pretrained.TRAIN.steps
-    record, models = pretrained.run_experiment(progress=text_progress(every=20 * steps_per_run))
+    steps_per_run = toy_models.TRAIN.steps
+    record, models = toy_models.run_experiment(progress=text_progress(every=20 * steps_per_run))
     record["machine"] = f"{platform.machine()}, {platform.python_implementation()} {platform.python_version()}, numpy {np.__version__}"
-    for path in pretrained.save(record, models, args.out):
+    for path in toy_models.save(record, models, args.out):
         print(f"wrote {path}")
-    table = pretrained.accuracy_table(record)
+    table = toy_models.accuracy_table(record)
     print("accuracy (rows h, columns seeds " + ", ".join(map(str, record["seeds"])) + ")")
     for h, row in zip(record["heads"], table, strict=True):
         print(f"h={h}: " + "  ".join(f"{a:.3f}" for a in row) + f"   mean {row.mean():.3f}")

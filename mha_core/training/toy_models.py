@@ -1,12 +1,12 @@
 """Trained tiny models shipped with the package, and the experiment that made them.
 
 The experiment ("does splitting the same width into several heads help?"): the task
-``OffsetPairTask(vocab=16, seq_len=12, offsets=(1, 3))`` (name the tokens 1 and 3 places back),
+``OffsetPairTask(vocab=16, n=12, offsets=(1, 3))`` (name the tokens 1 and 3 places back),
 the model of ``mha_core.training.trainer`` at ``d_model = 16`` with ``h`` in ``AVAILABLE_HEADS``, the same
 training budget ``TRAIN`` and the seeds ``SEEDS`` for every ``h``. Only ``h`` changes; the
 parameter count does not (``count_model_params``).
 
-``scripts/train_pretrained.py`` (``make weights``) reruns it and rewrites ``mha_core/training/weights/``:
+``scripts/train_toy_models.py`` (``make weights``) reruns it and rewrites ``mha_core/training/weights/``:
 ``heads_<h>.npz`` (every seed's weights) and ``record.json`` (configuration, accuracy table,
 timings). ``load(h)`` and ``attention_maps(h)`` read them back instantly.
 """
@@ -33,7 +33,7 @@ from .trainer import (
     train,
 )
 
-TASK = OffsetPairTask(vocab=16, seq_len=12, offsets=(1, 3))
+TASK = OffsetPairTask(vocab=16, n=12, offsets=(1, 3))
 # Narrow on purpose: at d_model = 16 one head cannot pack two tokens *and* their order into one
 # blend that a linear readout can read (at vocab 8 or d_model 32 it eventually can; see 08).
 D_MODEL = 16
@@ -57,7 +57,7 @@ RECORD_NAME = "record.json"
 
 
 @dataclass(frozen=True)
-class Pretrained:
+class ToyModel:
     """One shipped model: its weights, ``h``, the seed it was trained with and its accuracy."""
 
     params: dict[str, np.ndarray]
@@ -187,7 +187,7 @@ def accuracy_table(record: dict | None = None) -> np.ndarray:
     return np.array([[record["accuracy"][str(h)][str(s)] for s in record["seeds"]] for h in record["heads"]])
 
 
-def load(n_heads: int, seed: int = 0, directory: Path | str = WEIGHTS_DIR) -> Pretrained:
+def load(n_heads: int, seed: int = 0, directory: Path | str = WEIGHTS_DIR) -> ToyModel:
     """A shipped model.
 
     Parameters
@@ -204,8 +204,8 @@ def load(n_heads: int, seed: int = 0, directory: Path | str = WEIGHTS_DIR) -> Pr
     prefix = f"seed{seed}/"
     with np.load(Path(directory) / f"heads_{h}.npz") as f:
         params = {k[len(prefix):]: f[k] for k in f.files if k.startswith(prefix)}
-    task = OffsetPairTask(record["task"]["vocab"], record["task"]["seq_len"], tuple(record["task"]["offsets"]))
-    return Pretrained(params, h, seed, record["accuracy"][str(h)][str(seed)], task, ModelConfig(h, record["d_model"]))
+    task = OffsetPairTask(record["task"]["vocab"], record["task"]["n"], tuple(record["task"]["offsets"]))
+    return ToyModel(params, h, seed, record["accuracy"][str(h)][str(seed)], task, ModelConfig(h, record["d_model"]))
 
 
 def attention_maps(n_heads: int, n: int | None = None, seed: int = 0) -> tuple[list[str], np.ndarray]:
@@ -216,7 +216,7 @@ def attention_maps(n_heads: int, n: int | None = None, seed: int = 0) -> tuple[l
     n_heads : int
         One of ``AVAILABLE_HEADS``.
     n : int, optional
-        Sequence length ``N``, 2 .. ``TASK.seq_len``; default ``TASK.seq_len``.
+        Sequence length ``N``, 2 .. ``TASK.n``; default ``TASK.n``.
     seed : int, default 0
         Seeds the sample sequence (not the model).
 
@@ -227,7 +227,7 @@ def attention_maps(n_heads: int, n: int | None = None, seed: int = 0) -> tuple[l
         above the diagonal).
     """
     model = load(n_heads)
-    n_max = model.task.seq_len
+    n_max = model.task.n
     n = n_max if n is None else check_positive_int(n, "n")
     if not 2 <= n <= n_max:
         raise ValueError(f"n must be in [2, {n_max}] (the task's sequence length), got n={n}")
