@@ -26,13 +26,16 @@ import numpy as np
 
 from mha_core import (
     MHAConfig,
+    check_layer_args,
     count_macs,
     init_params,
     multi_head_attention,
     multi_head_attention_per_head,
 )
 from mha_core.core.attention import _attend
+from mha_core.core.flash import _flash
 from mha_core.core.heads import merge_heads, split_heads
+from mha_core.core.mha import attention_path
 from mha_core.core.softmax import softmax_
 
 from .timing import interleaved, numpy_threads, set_numpy_threads
@@ -237,11 +240,14 @@ def _breakdown_steps(n: int, h: int) -> dict:
     scale = 1.0 / np.sqrt(D_MODEL // h)
     qs = Qh * np.float32(scale)  # (B, h, N, d_k)
     scores = qs @ np.swapaxes(Kh, -1, -2)  # (B, h, N, N)
-    heads = _attend(Qh, Kh, Vh, None, scale, keep_weights=False)[0]  # (B, h, N, d_v)
+    path = attention_path(check_layer_args(x=x, params=p, n_heads=h, scores=False), keep_weights=False, traced=False)
+    attention = {"formula": lambda: _attend(Qh, Kh, Vh, None, scale)[0],
+                 "tiled": lambda: _flash(Qh, Kh, Vh, None, scale, causal=False)}[path]
+    heads = attention()  # (B, h, N, d_v)
     steps = {
         "full forward": lambda: multi_head_attention(x, p, h),
         "Q, K, V projections": lambda: (x2 @ p["W_Q"], x2 @ p["W_K"], x2 @ p["W_V"]),
-        "attention as run (blocked)": lambda: _attend(Qh, Kh, Vh, None, scale, keep_weights=False),
+        f"attention as run ({path})": attention,
         "Q K^T (one shot)": lambda: qs @ np.swapaxes(Kh, -1, -2),
         "softmax + copy (one shot)": lambda: softmax_(scores.copy()),
         "copy of the scores": lambda: scores.copy(),

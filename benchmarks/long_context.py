@@ -27,7 +27,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from mha_core import MHAConfig, count_macs, init_params, multi_head_attention
+from mha_core import MHAConfig, check_layer_args, count_macs, init_params, multi_head_attention
 from mha_core.core import mha
 from mha_core.core.flash import BLOCK_K, BLOCK_Q, _flash
 from mha_core.core.heads import merge_heads, split_heads
@@ -49,13 +49,13 @@ def _inputs(n: int):
 
 
 def one_shot(x, params):
-    """The fused layer forced onto the one-shot path (what it ran before tiling)."""
-    saved = mha.TILED_MIN_SCORE_BYTES
-    mha.TILED_MIN_SCORE_BYTES = 2**62
+    """The fused layer forced onto the formula, the whole score tensor at once (``attention_path``)."""
+    saved = mha.FORMULA_MAX_SCORE_BYTES
+    mha.FORMULA_MAX_SCORE_BYTES = 2**62
     try:
         return multi_head_attention(x, params, H)
     finally:
-        mha.TILED_MIN_SCORE_BYTES = saved
+        mha.FORMULA_MAX_SCORE_BYTES = saved
 
 
 def torch_calls(x, params) -> dict:
@@ -105,8 +105,8 @@ def run_size(n: int, quick: bool, threads: str) -> dict:
     ours = t["ours"]["median"]
     return {
         "N": n, "h": H, "threads": threads, "times": t,
-        "path": "tiled" if mha.uses_tiles(mha._validate(x, params, H, None, None, False, None, None, None,
-                                                        scores=False), False, False) else "one-shot",
+        "path": mha.attention_path(check_layer_args(x=x, params=params, n_heads=H, scores=False),
+                                   keep_weights=False, traced=False),
         "vs torch MHA": t["torch MHA"]["median"] / ours,
         "vs torch SDPA": t["torch SDPA"]["median"] / ours,
         "gemm_gflops": gemm_gflops,
