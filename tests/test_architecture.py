@@ -91,3 +91,18 @@ def test_the_cycle_check_sees_imports_inside_functions(tmp_path):
     modules = {_module_name(p, tmp_path): p for p in pkg.glob("*.py")}
     cycle = find_cycle(import_graph(modules, tmp_path))
     assert cycle is not None and set(cycle) == {"mha_core.core.mha", "mha_core.core.trace"}
+
+
+# Which subpackages each subpackage may import (besides itself); mha_core/__init__.py says the same.
+ALLOWED = {"core": set(), "teaching": {"core"}, "training": {"core"}, "models": {"core"},
+           "ui": {"core", "teaching", "training", "models"}}
+
+
+def test_subpackages_import_only_what_the_package_docstring_allows():
+    assert set(ALLOWED) == {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    for name, imports in import_graph(MODULES).items():
+        sub = name.split(".")[1] if name.count(".") else None
+        for target in imports:
+            other = target.split(".")[1] if target.count(".") else None
+            if sub and other and other != sub:
+                assert other in ALLOWED[sub], f"{name} imports {target}"

@@ -1,7 +1,7 @@
 """The layer's hyper-parameters (``MHAConfig``) and its weights (``init_params``).
 
 Weight convention (the texts'): ``Q = X @ W_Q`` with ``W_Q`` of shape ``(d_model, h*d_k)``.
-Head ``i`` owns columns ``i*d_k:(i+1)*d_k`` of ``W_Q`` and rows ``i*d_k:(i+1)*d_k`` of ``W_O``.
+Head ``i`` owns columns ``i*d_k:(i+1)*d_k`` of ``W_Q`` and rows ``i*d_v:(i+1)*d_v`` of ``W_O``.
 """
 
 from __future__ import annotations
