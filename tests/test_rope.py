@@ -96,9 +96,9 @@ def test_inside_the_fused_layer():
     Qh = apply_rope(split_heads(x @ p["W_Q"], h), base=500.0)  # (h, N, d_k)
     Kh = apply_rope(split_heads(x @ p["W_K"], n_kv), base=500.0)  # (n_kv, N, d_k)
     Vh = split_heads(x @ p["W_V"], n_kv)  # (n_kv, N, d_k)
-    g = h // n_kv
+    group_size = h // n_kv
     mask = np.tril(np.ones((n, n), dtype=bool))
-    _, w_ref = scaled_dot_product_attention(Qh, np.repeat(Kh, g, axis=0), np.repeat(Vh, g, axis=0), mask)
+    _, w_ref = scaled_dot_product_attention(Qh, np.repeat(Kh, group_size, axis=0), np.repeat(Vh, group_size, axis=0), mask)
     np.testing.assert_allclose(w, w_ref, atol=1e-12)
     out_loop, w_loop = multi_head_attention_per_head(x, p, h, n_kv_heads=n_kv, causal=True, rope_base=500.0,
                                                      return_weights=True)

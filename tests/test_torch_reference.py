@@ -152,17 +152,17 @@ def sdpa_cases(draw):
 def test_scaled_dot_product_attention_with_gqa(case):
     q, k, v, kind, mask, scale = case
     h, n_kv = q.shape[1], k.shape[1]
-    g = h // n_kv
+    group_size = h // n_kv
     # torch builds its own causal triangle (bottom-right aligned, as ours) instead of reading ours
     t_mask = causal_lower_right(q.shape[2], k.shape[2]) if kind == "causal" else None if mask is None else t(mask)
     with torch.no_grad():
         t_out = F.scaled_dot_product_attention(t(q), t(k), t(v), attn_mask=t_mask, scale=scale, enable_gqa=True)
     t_out = t_out.numpy()  # (B, h, N_q, d_v)
-    # Ours: view the h query heads as (n_kv, g) groups against one K/V head each.
-    qg = q.reshape(q.shape[0], n_kv, g, *q.shape[2:])  # (B, n_kv, g, N_q, d_k)
+    # Ours: view the h query heads as (n_kv, group_size) groups against one K/V head each.
+    qg = q.reshape(q.shape[0], n_kv, group_size, *q.shape[2:])  # (B, n_kv, group_size, N_q, d_k)
     mg = None if mask is None else np.broadcast_to(mask, (q.shape[0], h, q.shape[2], k.shape[2])).reshape(
-        q.shape[0], n_kv, g, q.shape[2], k.shape[2]
-    )  # (B, n_kv, g, N_q, N_k)
+        q.shape[0], n_kv, group_size, q.shape[2], k.shape[2]
+    )  # (B, n_kv, group_size, N_q, N_k)
     out, w = scaled_dot_product_attention(qg, k[:, :, None], v[:, :, None], mg, scale)
     np.testing.assert_allclose(out.reshape(t_out.shape), t_out, **tol(q.dtype))
 

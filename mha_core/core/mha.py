@@ -88,7 +88,8 @@ def multi_head_attention(
 
 def layer_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
     """The layer on checked arguments: ``heads_forward``, concat, ``W_O``. Returns the output
-    (..., N_q, d_model) and the weights (..., h, N_q, N_k), or None unless ``keep_weights``.
+    (..., N_q, d_model) and the weights (..., h, N_q, N_k); these are always there with
+    ``keep_weights``, and None without it when the tiled path ran (it never builds them).
     ``saved``, a dict, receives what ``heads_forward`` saves, and ``concat``."""
     heads, weights = heads_forward(a, t, keep_weights=keep_weights, saved=saved)  # (..., h, N_q, d_v)
     t.record("heads back: transpose", np.swapaxes(heads, -3, -2))  # (..., N_q, h, d_v)
@@ -102,7 +103,7 @@ def layer_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
 
 def heads_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
     """Fused projections, split into heads, one attention over every head at once. Returns the
-    heads (..., h, N_q, d_v), after ``head_mask``, and the weights (..., h, N_q, N_k) or None.
+    heads (..., h, N_q, d_v), after ``head_mask``, and the weights as ``layer_forward`` does.
     ``saved``, a dict, receives what the backward pass (``backward.py``) needs: ``att`` (the
     attention's ``q, k, v, weights, scale`` in the shapes it ran on) and ``heads``."""
     p = a.params
@@ -140,15 +141,15 @@ def attention_path(a: LayerArgs, *, keep_weights: bool, traced: bool) -> str:
 def _grouped_attention(a: LayerArgs, Qh, Kh, Vh, path: str, t, saved):
     """Attention of every query head. With GQA (``group_size = h/n_kv > 1``) the h query heads
     are viewed as n_kv groups of h/n_kv that share one key/value head, without copying K or V."""
-    lead, n_q, n_k, g = a.x.shape[:-2], a.x.shape[-2], a.x_kv.shape[-2], a.group_size
+    lead, n_q, n_k, group_size = a.x.shape[:-2], a.x.shape[-2], a.x_kv.shape[-2], a.group_size
     mask = a.key_mask if path == "tiled" else a.mask  # the tiled path applies `causal` tile by tile
-    if g > 1:
-        Qh = Qh.reshape(*lead, a.n_kv, g, n_q, a.d_k)  # (..., n_kv, h/n_kv, N_q, d_k)
+    if group_size > 1:
+        Qh = Qh.reshape(*lead, a.n_kv, group_size, n_q, a.d_k)  # (..., n_kv, h/n_kv, N_q, d_k)
         Kh = Kh[..., :, None, :, :]  # (..., n_kv, 1, N_k, d_k), broadcast over the group
         Vh = Vh[..., :, None, :, :]  # (..., n_kv, 1, N_k, d_v)
         if mask is not None:
             full = np.broadcast_to(mask, (*lead, a.h, n_q, n_k))  # (..., h, N_q, N_k), a view
-            mask = full.reshape(*lead, a.n_kv, g, n_q, n_k)  # (..., n_kv, h/n_kv, N_q, N_k)
+            mask = full.reshape(*lead, a.n_kv, group_size, n_q, n_k)  # (..., n_kv, h/n_kv, N_q, N_k)
     scale = 1.0 / np.sqrt(a.d_k)
     if path == "tiled":
         heads, weights = _flash(Qh, Kh, Vh, mask, scale, causal=a.causal), None
