@@ -453,8 +453,9 @@ shared machine does not decide the result; 2026-11-30 02:30 UTC):
 | h=1, N=2048, B=1 | 93.9 ms | 92.0 ms | 1.02x | 0.93x -> 0.95x |
 | h=8, N=512, B=8 | 164 ms | 145 ms | 1.13x | 0.78x -> 0.88x |
 
-1. **Blocked attention** (`mha_core/attention.py`, `_attend`, `SCORE_BLOCK_BYTES` = 16 MiB). When no
-   tracer is watching, Q K^T, the mask, the softmax and the product with V run on one block of
+1. **Blocked attention** (then in `mha_core/attention.py`; now `mha_core/core/flash.py`,
+   `blocked_attention`, `SCORE_BLOCK_BYTES` = 16 MiB, used when the weights are kept; without
+   them the tiled path has replaced it). When no tracer is watching, Q K^T, the mask, the softmax and the product with V run on one block of
    query rows at a time, in one block buffer allocated once per call. Each row's softmax needs only
    its own scores, so nothing changes numerically. It helps twice: the block is still in cache
    when the softmax's passes and the second matmul read it, and the call no longer touches a fresh
@@ -463,8 +464,8 @@ shared machine does not decide the result; 2026-11-30 02:30 UTC):
    about one score tensor to a quarter of it at N=2048 (table above). With a tracer the steps run
    once at full size, so `trace_shapes` and the MAC ledger are the textbook ones; the tests check
    that tracing does not change a single bit of the output.
-2. **No second validation, no unused weights.** The fused forward calls `_attend` directly (its
-   arguments were checked by `_validate`) and allocates the (B, h, N, N) weights only when
+2. **No second validation, no unused weights.** The fused forward calls the unchecked attention
+   directly (its arguments were checked by `check_layer_args`) and allocates the (B, h, N, N) weights only when
    `return_weights=True`.
 3. **Softmax normalisation by a reciprocal.** `softmax_` multiplies each row by `1/sum` (0 for a
    fully masked row) instead of a masked `np.divide(..., where=)` over the N^2 array, which ran at
