@@ -58,6 +58,21 @@ def scaled_dot_product_attention(
     return _attend(q, k, v, mask, scale, tracer or NO_TRACER)
 
 
+def _attend(q, k, v, mask, scale: float, tracer=NO_TRACER) -> tuple[np.ndarray, np.ndarray]:
+    """``scaled_dot_product_attention`` on arguments already checked: the formula, step by step.
+
+    ``tracer`` records each step's shape and each matmul's MACs (see ``trace.py``).
+    """
+    q = q * q.dtype.type(scale)  # (..., N_q, d_k); scaling q costs N*d_k, scaling the scores N^2
+    k_t = np.swapaxes(k, -1, -2)  # (..., d_k, N_k), a view
+    scores = tracer.matmul("scores = Q K^T / sqrt(d_k)", q, k_t)  # (..., N_q, d_k) @ (..., d_k, N_k) -> (..., N_q, N_k)
+    if mask is not None:
+        np.copyto(scores, -np.inf, where=~mask)  # not allowed -> -inf -> weight exactly 0
+    weights = tracer.record("weights = softmax(scores)", softmax_(scores, axis=-1))  # (..., N_q, N_k), in place
+    out = tracer.matmul("head outputs = weights V", weights, v)  # (..., N_q, N_k) @ (..., N_k, d_v) -> (..., N_q, d_v)
+    return out, weights
+
+
 def check_attention_args(q, k, v, mask, scale) -> tuple[tuple[int, ...], float]:
     """Check the arguments shared by every attention function; return the broadcast leading
     shape of q, k and v and the scale (default ``1 / sqrt(d_k)``)."""
@@ -89,18 +104,3 @@ def check_attention_args(q, k, v, mask, scale) -> tuple[tuple[int, ...], float]:
     elif not np.isfinite(scale):
         raise ValueError(f"scale must be finite, got scale={scale}")
     return lead, float(scale)
-
-
-def _attend(q, k, v, mask, scale: float, tracer=NO_TRACER) -> tuple[np.ndarray, np.ndarray]:
-    """``scaled_dot_product_attention`` on arguments already checked: the formula, step by step.
-
-    ``tracer`` records each step's shape and each matmul's MACs (see ``trace.py``).
-    """
-    q = q * q.dtype.type(scale)  # (..., N_q, d_k); scaling q costs N*d_k, scaling the scores N^2
-    k_t = np.swapaxes(k, -1, -2)  # (..., d_k, N_k), a view
-    scores = tracer.matmul("scores = Q K^T / sqrt(d_k)", q, k_t)  # (..., N_q, d_k) @ (..., d_k, N_k) -> (..., N_q, N_k)
-    if mask is not None:
-        np.copyto(scores, -np.inf, where=~mask)  # not allowed -> -inf -> weight exactly 0
-    weights = tracer.record("weights = softmax(scores)", softmax_(scores, axis=-1))  # (..., N_q, N_k), in place
-    out = tracer.matmul("head outputs = weights V", weights, v)  # (..., N_q, N_k) @ (..., N_k, d_v) -> (..., N_q, d_v)
-    return out, weights
