@@ -2,6 +2,7 @@
 
     python -m benchmarks.before_after 1124612            # default threads
     python -m benchmarks.before_after 1124612 --threads 1
+    python -m benchmarks.before_after 1124612 --cpu-time  # one thread, CPU time: for a busy machine
     make bench-before-after REV=1124612
 
 The old ``mha_core`` is copied out of git (``git archive <rev> mha_core``) into a temporary
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -50,14 +52,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("rev", help="the older git revision, e.g. 1124612")
     parser.add_argument("--threads", type=int, default=None, help="threads for numpy's BLAS and torch")
     parser.add_argument("--budget", type=float, default=4.0, help="seconds of timing per size and call")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="one BLAS thread, timed in CPU time (time.process_time): waiting for a core on a "
+                             "busy machine is not counted, so the ratio survives load; wall time is the default")
+    parser.add_argument("--sizes", nargs="+", metavar="h,N,B", help="sizes to run (default: SIZES)")
     args = parser.parse_args(argv)
-    threads = args.threads or numpy_threads()
+    sizes = [tuple(int(v) for v in size.split(",")) for size in args.sizes] if args.sizes else SIZES
+    threads = 1 if args.cpu_time else args.threads or numpy_threads()
+    clock = time.process_time if args.cpu_time else time.perf_counter
     set_numpy_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
         old = load_old(args.rev, Path(tmp))
-        print(f"{args.rev} vs working tree, {threads} thread(s); load average {os.getloadavg()[0]:.1f}; "
-              "after/before above 1 = slower now")
-        for h, n, b in SIZES:
+        print(f"{args.rev} vs working tree, {threads} thread(s), {'CPU' if args.cpu_time else 'wall'} time; "
+              f"load average {os.getloadavg()[0]:.1f}; after/before above 1 = slower now")
+        for h, n, b in sizes:
             rng = np.random.default_rng(0)
             p = init_params(MHAConfig(D_MODEL, h), rng)
             x = rng.standard_normal((b, n, D_MODEL)).astype(np.float32)  # (B, N, d_model)
@@ -67,11 +75,12 @@ def main(argv: list[str] | None = None) -> int:
                 t = interleaved({
                     "before": lambda f=before, x=x, p=p, h=h, kw=kw: f(x, p, h, **kw),
                     "after": lambda f=after, x=x, p=p, h=h, kw=kw: f(x, p, h, **kw),
-                }, budget_s=args.budget, min_reps=5, max_reps=40)
+                }, budget_s=args.budget, min_reps=5, max_reps=40, clock=clock)
                 med = {k: v["median"] for k, v in t.items()}
                 print(f"  h={h:<2} N={n:<4} B={b} {call:<9}: before {med['before'] * 1e3:8.2f} ms, "
                       f"after {med['after'] * 1e3:8.2f} ms, after/before {med['after'] / med['before']:.3f}  "
                       f"(n={t['after']['n']})", flush=True)
+        print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 
 
