@@ -202,12 +202,12 @@ def multi_head_attention_per_head(
         K_j, V_j = kv_heads[j]
         mask_i = None if full_mask is None else full_mask[..., i, :, :]  # (..., N_q, N_k)
         head_i, w_i = scaled_dot_product_attention(Q_i, K_j, V_j, mask_i, tracer=t, max_bytes=a.max_bytes)  # (..., N_q, d_v)
-        head_outs.append(head_i if a.head_mask is None else head_i * a.head_mask[i])
+        head_outs.append(head_i if a.head_mask is None else head_i * a.head_mask[i])  # (..., N_q, d_v)
         head_weights.append(w_i)
     concat = np.concatenate(head_outs, axis=-1)  # (..., N_q, h*d_v)
     out = t.matmul("out = concat @ W_O", concat, p["W_O"])  # (..., N_q, d_model)
     if "b_O" in p:
-        out = out + p["b_O"]
+        out = out + p["b_O"]  # (..., N_q, d_model)
     check_layer_output(out, a)
     return (out, np.stack(head_weights, axis=-3)) if return_weights else out  # weights (..., h, N_q, N_k)
 
@@ -215,7 +215,7 @@ def multi_head_attention_per_head(
 def _head_project(t, name: str, x: np.ndarray, p: dict, which: str, cols: slice) -> np.ndarray:
     """One head's projection: ``x @ W[:, cols] (+ b[cols])`` for ``which`` in Q, K, V."""
     y = t.matmul(name, x, p[f"W_{which}"][:, cols])  # (..., N, d_model) @ (d_model, d) -> (..., N, d)
-    return y + p[f"b_{which}"][cols] if f"b_{which}" in p else y
+    return y + p[f"b_{which}"][cols] if f"b_{which}" in p else y  # (..., N, d)
 
 
 def _rope(a: LayerArgs, z: np.ndarray) -> np.ndarray:
