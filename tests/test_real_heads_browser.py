@@ -176,6 +176,45 @@ def test_the_induction_demo_in_one_click(page):
     assert page.dialogs == [] and page.console_errors == []
 
 
+def _readout(page, css: str) -> int:
+    return int(page.locator(f"{css} .widget-readout").inner_text())
+
+
+def _pick_model(page, name: str) -> None:
+    page.locator(".mha-real-model select").select_option(label=R.MODELS[name])
+
+
+def test_switching_model_after_the_induction_demo(page):
+    """Issue 22's bug: after the demo (SmolLM2, a layer >= 6) picking MiniLM said "layer must be an
+    int in [0, 5]" and kept SmolLM2's maps under the MiniLM name. Every switch, both ways, from a
+    layer and a head the other model does not have, must show the new model at once."""
+    status = page.locator(".mha-real-panel .mha-status")
+    page.locator(".mha-real-induction").click()
+    expect(_caption(page)).to_contain_text("induction", timeout=UPDATE_TIMEOUT_MS)
+    assert _readout(page, ".mha-real-layer") >= 6  # the demo's head lies past MiniLM's last layer
+    _pick_model(page, "minilm")
+    expect(_caption(page)).to_contain_text("all-MiniLM-L6-v2", timeout=UPDATE_TIMEOUT_MS)
+    expect(status).to_have_text("")
+    assert "SmolLM2" not in _caption(page).inner_text()
+    assert _readout(page, ".mha-real-layer") <= 5
+    assert "all-MiniLM-L6-v2" in page.locator("img.mha-real-thumbs-image").get_attribute("alt")
+    # MiniLM's last head (11) does not exist in SmolLM2 (9 heads), SmolLM2's last layer (29) not in MiniLM
+    for model, layers, heads, to, to_layers, to_heads in (("minilm", 6, 12, "smollm2", 30, 9),
+                                                          ("smollm2", 30, 9, "minilm", 6, 12)):
+        _pick_model(page, model)
+        expect(_caption(page)).to_contain_text(f"of {layers}", timeout=UPDATE_TIMEOUT_MS)
+        for css, top in ((".mha-real-layer", layers - 1), (".mha-real-head", heads - 1)):
+            page.locator(f"{css} .noUi-handle").focus()
+            page.keyboard.press("End")
+            expect(page.locator(f"{css} .widget-readout")).to_have_text(str(top), timeout=UPDATE_TIMEOUT_MS)
+        _pick_model(page, to)
+        expect(_caption(page)).to_contain_text(f"of {to_layers}", timeout=UPDATE_TIMEOUT_MS)
+        expect(_caption(page)).to_contain_text(f"of {to_heads}", timeout=UPDATE_TIMEOUT_MS)
+        expect(status).to_have_text("")
+        assert _readout(page, ".mha-real-layer") <= to_layers - 1 and _readout(page, ".mha-real-head") <= to_heads - 1
+    assert page.console_errors == []
+
+
 def test_a_missing_model_cache_names_make_models(browser, tmp_path, monkeypatch):
     monkeypatch.setenv("MHA_MODELS_DIR", str(tmp_path))  # an empty cache
     with voila_server() as srv:

@@ -207,6 +207,25 @@ def test_the_induction_demo_finds_the_planted_head(panel, load):
     assert "induction" not in panel.label.value and "own" in panel.tokens_html.value
 
 
+@pytest.mark.parametrize("demo_first", [True, False])
+def test_a_model_switch_clamps_layer_and_head_to_the_new_model(panel, load, demo_first):
+    """Issue 22's bug: a head (or layer) the new model lacks gave "head must be an int in [0, 8]"
+    and left the old model's maps under the new name."""
+    if demo_first:
+        panel.induction_demo()  # on smollm2; then minilm's last head, which smollm2 lacks
+        panel.model.value = "minilm"
+        assert panel.status.value == "" and "fake minilm" in panel.label.value
+    panel.head.value = 11
+    panel.model.value = "smollm2"
+    assert panel.status.value == ""
+    assert (panel.head.max, panel.head.value) == (8, 8)
+    assert "fake smollm2" in panel.label.value and "<b>head 8</b> of 9" in panel.label.value
+    assert "fake smollm2" in Tags(panel.big_html.value).tags[0][1]["alt"]
+    panel.model.value = "minilm"
+    assert panel.status.value == "" and (panel.head.max, panel.head.value) == (11, 8)
+    assert "fake minilm" in panel.label.value
+
+
 def test_the_forward_cache_is_bounded(panel):
     for i in range(R.FORWARD_CACHE + 3):
         panel.sentence.value = f"sentence number {i}"

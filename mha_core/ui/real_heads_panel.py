@@ -207,6 +207,15 @@ class RealHeadsPanel(Panel):
         return {"model": self.model.value, "sentence": self.sentence.value, "layer": self.layer.value,
                 "head": self.head.value}
 
+    def _changed(self, change) -> None:
+        """A new model: clamp layer and head to its range first (a SmolLM2 layer 18 becomes MiniLM's
+        last layer, 5) so the check in ``_render`` sees values that exist; then redraw."""
+        if not self._syncing and change["owner"] is self.model:
+            with contextlib.suppress(ModelUnavailableError, ValueError):  # refresh() shows the message
+                m = self.get_model(self.model.value)
+                self._set_limits(m.n_layers, m.n_heads)
+        super()._changed(change)
+
     def _sentence_changed(self, _change) -> None:
         self._to_sentence()
 
