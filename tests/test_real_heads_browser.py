@@ -204,9 +204,13 @@ def test_switching_model_after_the_induction_demo(page):
         _pick_model(page, model)
         expect(_caption(page)).to_contain_text(f"of {layers}", timeout=UPDATE_TIMEOUT_MS)
         for css, top in ((".mha-real-layer", layers - 1), (".mha-real-head", heads - 1)):
-            page.locator(f"{css} .noUi-handle").focus()
-            page.keyboard.press("End")
-            expect(page.locator(f"{css} .widget-readout")).to_have_text(str(top), timeout=UPDATE_TIMEOUT_MS)
+            readout = page.locator(f"{css} .widget-readout")  # type the last value into the readout
+            readout.click()
+            page.keyboard.press("Control+A")
+            page.keyboard.type(str(top))
+            page.keyboard.press("Enter")
+            expect(readout).to_have_text(str(top), timeout=UPDATE_TIMEOUT_MS)
+        expect(_caption(page)).to_contain_text(f"layer {layers - 1} of", timeout=UPDATE_TIMEOUT_MS)
         _pick_model(page, to)
         expect(_caption(page)).to_contain_text(f"of {to_layers}", timeout=UPDATE_TIMEOUT_MS)
         expect(_caption(page)).to_contain_text(f"of {to_heads}", timeout=UPDATE_TIMEOUT_MS)

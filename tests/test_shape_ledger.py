@@ -67,7 +67,8 @@ def test_box_sides_grow_with_the_dimensions():
     assert scores["width"] == scores["height"]  # N_q = N_k
     assert (x["count"], x["copies"]) == (2, 1)  # (B, N, d_model): B = 2 matrices, one behind the front
     assert (heads["count"], heads["copies"]) == (16, shape_ledger.MAX_COPIES)  # B * h = 16, the stack shortened
-    assert heads["lead"] == "× B=2 × h=8 = 16 (matrices; 12 drawn)"
+    assert heads["lead"] == "× B=2 × h=8 = 16" and heads["drawn"] == "12 of 16 drawn"
+    assert x["lead"] == "× B=2" and x["drawn"] == ""  # both matrices drawn
     assert x["bottom"] == "d_model=64" and x["left"] == "N=10"
 
 
@@ -78,9 +79,10 @@ def test_draw_shape_boxes_and_svg_show_every_step():
     texts = [t.get_text().replace("\n", " ") for t in fig.axes[0].texts]
     assert all(name in texts for name, _ in steps)  # long names wrapped onto two lines
     svg = shape_ledger.shape_boxes_svg(steps, title="boxes <1>")
-    assert svg.startswith("<svg") and svg.endswith("</svg>")
-    assert svg.count("class='mha-box'") == len(steps)
+    assert svg.startswith("<figure") and svg.endswith("</figure>")
+    assert svg.count("<svg") == svg.count("class='mha-box'") == len(steps)  # one picture per step
     assert "boxes &lt;1&gt;" in svg and "d_k=8" in svg
+    assert "aria-label='scores = Q K^T / sqrt(d_k): (B=2, h=8, N_q=10, N_k=10)'" in svg
     with pytest.raises(ValueError, match="cell_px"):
         shape_ledger.shape_boxes_svg(steps, cell_px=10)
 

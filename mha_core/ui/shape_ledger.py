@@ -101,10 +101,9 @@ def ledger_html(steps: Sequence[tuple[str, tuple[int, ...]]]) -> str:
 
 # Box geometry of draw_shape_boxes, in units of one grid cell.
 BOX_MAX = 0.5  # side of the box of the largest dimension
-BOX_MIN = 0.06  # a dimension of 1 still gets a visible side
+BOX_MIN = 0.1  # a dimension of 1 still gets a side that reads as a box (17 px in the dashboard)
 STACK_SPAN = 0.25  # the stacked copies behind a box shift it by at most this much in total
 MAX_COPIES = 11  # at most this many copies drawn behind a box; the label gives the real count
-BOX_COLS = 7  # steps per row of the SVG (dashboard)
 FIGURE_BOX_COLS = 4  # steps per row of the matplotlib figure: 4 cells fit a notebook column
 BOX_CELL_INCHES = 2.0  # side of one step's cell in the matplotlib figure
 NAME_WRAP = 16  # step names longer than this are broken after their "=" or ":"
@@ -126,21 +125,22 @@ def _wrap_name(name: str) -> list[str]:
     return [name]
 
 
-def shape_boxes(steps: Sequence[tuple[str, tuple[int, ...]]], *, cols: int = BOX_COLS) -> list[dict]:
+def shape_boxes(steps: Sequence[tuple[str, tuple[int, ...]]], *, cols: int = FIGURE_BOX_COLS) -> list[dict]:
     """Geometry of the tensor diagram, shared by ``draw_shape_boxes`` (matplotlib) and
     ``shape_boxes_svg`` (inline SVG for the dashboard).
 
     Each step gets one grid cell (``cols`` per row, cell side 1). Its box has width
     ``_side(last axis)`` and height ``_side(axis before it)``; the leading axes (``B``, ``h``)
     multiply into a count of matrices, drawn as that many stacked boxes (at most
-    ``MAX_COPIES + 1``) and written out below (``× B=3 × h=8 = 24 matrices``).
+    ``MAX_COPIES + 1``) and written out below as a short tag (``× B=3 × h=8 = 24``, with
+    ``12 of 24 drawn`` when the stack is shortened).
 
     Returns
     -------
     list of dict, one per step, with ``name, shape, row, col, x0, y0, width, height`` (cell units,
     y downwards), ``copies`` (int, boxes drawn behind the front one), ``count`` (int, the real
     number of matrices), ``offset`` (shift between two copies), ``bottom`` / ``left`` / ``lead``
-    (the side labels, str).
+    (the side labels, str) and ``drawn`` (``"12 of 24 drawn"``, or ``""`` when every matrix is drawn).
     """
     steps = _check_steps(steps)
     if isinstance(cols, bool) or not isinstance(cols, int) or cols < 1:
@@ -165,7 +165,8 @@ def shape_boxes(steps: Sequence[tuple[str, tuple[int, ...]]], *, cols: int = BOX
             "offset": STACK_SPAN / max(copies, 5),
             "bottom": f"{sym[-1]}={shape[-1]:,}".lstrip("="),
             "left": f"{sym[-2]}={shape[-2]:,}".lstrip("=") if len(shape) > 1 else "",
-            "lead": lead_text + (f" (matrices; {copies + 1} drawn)" if copies < count - 1 else ""),
+            "lead": lead_text,
+            "drawn": f"{copies + 1} of {count:,} drawn" if copies < count - 1 else "",
         })
     return boxes
 
@@ -219,17 +220,89 @@ def draw_shape_boxes(steps: Sequence[tuple[str, tuple[int, ...]]], *, title: str
         if b["left"]:
             ax.text(x0 - 0.03, y0 + h / 2, b["left"], ha="right", va="center", fontsize=pt, rotation=90)
         if b["lead"]:
-            ax.text(c + 0.5, r + 0.97, b["lead"].replace(" (", "\n("), ha="center", va="bottom", fontsize=pt,
-                    color=COPY_EDGE, linespacing=1.1)
+            ax.text(c + 0.5, r + 0.97, "\n".join(filter(None, (b["lead"], b["drawn"]))), ha="center",
+                    va="bottom", fontsize=pt, color=COPY_EDGE, linespacing=1.1)
     if title:
         fig.suptitle(title, fontsize=1.1 * pt)
     return fig
 
 
+# Text of the dashboard's diagram: 10 pt = 13.3 CSS px; LINE is one line's height. Label widths
+# are estimated at CHAR_EM em per character (sans-serif digits and letters are 0.5-0.6 em; "m"
+# and "_" wider), an over-estimate, so the layout leaves room rather than overprinting.
+SVG_FONT_PX = MIN_FONT_PT * CSS_PX_PER_INCH / 72
+SVG_LINE = 1.2 * SVG_FONT_PX
+CHAR_EM = 0.64
+
+
+def _text_px(text: str, bold: bool = False) -> float:
+    """Estimated width of ``text`` in the diagram's font, in px."""
+    return len(text) * CHAR_EM * SVG_FONT_PX * (1.08 if bold else 1.0)
+
+
+def _svg_cell(b: dict, u: int) -> str:
+    """One step as its own ``<svg>``: name on top, the stack, the side labels, the count tag.
+
+    Everything is placed from the labels' (over-)estimated sizes so that no text meets another:
+    the name block, then the stack (its copies rise up to ``STACK_SPAN`` above the box), the
+    left label beside the box (rotated; it may be longer than a short box, so the box moves
+    down and the bottom label below it), the bottom label, then the count tag and ``drawn``.
+    """
+    esc = html.escape
+    f, line = SVG_FONT_PX, SVG_LINE
+    names = _wrap_name(b["name"])
+    w, h = b["width"] * u, b["height"] * u
+    rise = b["copies"] * b["offset"] * u  # how far the stacked copies reach up and right
+    left_len = _text_px(b["left"]) if b["left"] else 0.0
+    margin = f + 8  # room for the rotated left label beside the box
+    top = len(names) * line + 6  # below the name block
+    y_box = top + max(rise, (left_len - h) / 2) + 4
+    x_box = (u - margin - w - rise) / 2 + margin
+    mid = y_box + h / 2
+    below = max(y_box + h, mid + left_len / 2) + 3  # the bottom label starts here
+    lines_below = [t for t in (b["bottom"], b["lead"], b["drawn"]) if t]
+    height = below + len(lines_below) * line + 4
+
+    def fmt(v: float) -> str:
+        return f"{v:.1f}"
+
+    label = f"{b['name']}: {_fmt_shape(b['shape'], step_symbols(b['name'], b['shape']))}"
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' class='mha-box' data-step='{esc(b['name'])}' role='img' "
+             f"aria-label='{esc(label, quote=True)}' viewBox='0 0 {u} {fmt(height)}' width='{u}' "
+             f"height='{fmt(height)}' font-family='sans-serif' font-size='{fmt(f)}'>"]
+    parts.append(f"<text class='mha-box-name' x='{u / 2:.1f}' y='0' text-anchor='middle' font-weight='bold'>"
+                 + "".join(f"<tspan x='{u / 2:.1f}' dy='{fmt(line)}'>{esc(t)}</tspan>" for t in names) + "</text>")
+    off = b["offset"] * u
+    for k in range(b["copies"], 0, -1):  # the stacked copies, back to front
+        parts.append(f"<rect x='{fmt(x_box + k * off)}' y='{fmt(y_box - k * off)}' width='{fmt(w)}' "
+                     f"height='{fmt(h)}' fill='{COPY_FACE}' stroke='{COPY_EDGE}' stroke-width='0.6'/>")
+    parts.append(f"<rect x='{fmt(x_box)}' y='{fmt(y_box)}' width='{fmt(w)}' height='{fmt(h)}' fill='{BOX_FACE}' "
+                 f"stroke='{BOX_EDGE}'/>")
+    if b["left"]:
+        lx = x_box - 5
+        parts.append(f"<text class='mha-box-left' x='{fmt(lx)}' y='{fmt(mid)}' text-anchor='middle' "
+                     f"transform='rotate(-90 {fmt(lx)} {fmt(mid)})'>{esc(b['left'])}</text>")
+    y = below
+    for t, css in zip(lines_below, ("mha-box-bottom", "mha-box-lead", "mha-box-drawn"), strict=False):
+        y += line
+        width = _text_px(t)
+        cx = x_box + w / 2 if css == "mha-box-bottom" else u / 2
+        cx = min(max(cx, width / 2 + 2), u - width / 2 - 2)  # inside the cell
+        colour = "" if css == "mha-box-bottom" else f" fill='{COPY_EDGE}'"
+        parts.append(f"<text class='{css}' x='{fmt(cx)}' y='{fmt(y - 0.25 * f)}' text-anchor='middle'{colour}>"
+                     f"{esc(t)}</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 def shape_boxes_svg(steps: Sequence[tuple[str, tuple[int, ...]]], *, title: str | None = None,
                     cell_px: int = 170) -> str:
-    """The tensor diagram of ``draw_shape_boxes`` as an inline ``<svg>`` string.
+    """The tensor diagram of ``draw_shape_boxes`` for the dashboard: one inline ``<svg>`` per step.
 
+    The steps are separate pictures in a wrapping row, so the page lays them out for its width
+    (two per row on a phone, seven at 1366 px) and scales them with the text (the page's CSS).
+    Inside a step, every label is placed from its estimated size, so no text overprints another
+    (tests/test_dashboard_browser.py measures the rendered label boxes at 390 to 1920 px).
     Building the markup takes well under a millisecond (matplotlib needs ~0.1 s for the same
     picture), so the dashboard's shape sliders use this one.
 
@@ -239,56 +312,17 @@ def shape_boxes_svg(steps: Sequence[tuple[str, tuple[int, ...]]], *, title: str 
         As returned by ``mha_core.trace_shapes``.
     title : str, optional
     cell_px : int, default 170
-        Side of one step's cell in pixels.
+        Width of one step's picture in CSS pixels (its height follows its labels).
 
     Returns
     -------
     str
-        ``<svg ...>...</svg>`` with a ``<title>`` and one group per step.
+        ``<figure class='mha-boxes'>`` with a caption and one ``<svg class='mha-box'>`` per step.
     """
-    if isinstance(cell_px, bool) or not isinstance(cell_px, int) or cell_px < 40:
-        raise ValueError(f"cell_px must be an int >= 40, got {cell_px!r}")
+    if isinstance(cell_px, bool) or not isinstance(cell_px, int) or cell_px < 120:
+        raise ValueError(f"cell_px must be an int >= 120 (room for a label beside a box), got {cell_px!r}")
     boxes = shape_boxes(steps)
-    cols = min(BOX_COLS, len(boxes))
-    rows = math.ceil(len(boxes) / BOX_COLS)
-    top = 28 if title else 0
-    u = cell_px
-
-    def px(v: float) -> str:
-        return f"{v * u:.1f}"
-
-    esc = html.escape
-    px_font = MIN_FONT_PT * CSS_PX_PER_INCH / 72  # 10 pt = 13.3 CSS px
-    parts = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' class='mha-boxes' width='{cols * u}' height='{rows * u + top}' "
-        f"font-family='sans-serif' font-size='{px_font:.1f}'>",
-        f"<title>{esc(title or 'tensor shapes')}</title>",
-    ]
-    if title:
-        parts.append(f"<text x='{cols * u / 2:.0f}' y='18' text-anchor='middle' font-size='{1.2 * px_font:.1f}'>"
-                     f"{esc(title)}</text>")
-    parts.append(f"<g transform='translate(0,{top})'>")
-    for b in boxes:
-        x0, y0, w, h, r, c, off = b["x0"], b["y0"], b["width"], b["height"], b["row"], b["col"], b["offset"]
-        parts.append(f"<g class='mha-box' data-step='{esc(b['name'])}'>")
-        for k in range(b["copies"], 0, -1):
-            parts.append(f"<rect x='{px(x0 + k * off)}' y='{px(y0 - k * off)}' width='{px(w)}' "
-                         f"height='{px(h)}' fill='{COPY_FACE}' stroke='{COPY_EDGE}' stroke-width='0.6'/>")
-        parts.append(f"<rect x='{px(x0)}' y='{px(y0)}' width='{px(w)}' height='{px(h)}' fill='{BOX_FACE}' "
-                     f"stroke='{BOX_EDGE}'/>")
-        lines = _wrap_name(b["name"])
-        parts.append(f"<text x='{px(c + 0.5)}' y='{px(r + 0.02) }' text-anchor='middle' font-weight='bold'>"
-                     + "".join(f"<tspan x='{px(c + 0.5)}' dy='{px_font * 1.1:.1f}'>{esc(t)}</tspan>" for t in lines)
-                     + "</text>")
-        parts.append(f"<text x='{px(x0 + w / 2)}' y='{px(y0 + h) }' dy='{px_font * 1.1:.1f}' text-anchor='middle'>"
-                     f"{esc(b['bottom'])}</text>")
-        if b["left"]:
-            lx, ly = x0 * u - 8, (y0 + h / 2) * u
-            parts.append(f"<text x='{lx:.1f}' y='{ly:.1f}' text-anchor='middle' "
-                         f"transform='rotate(-90 {lx:.1f} {ly:.1f})'>{esc(b['left'])}</text>")
-        if b["lead"]:
-            parts.append(f"<text x='{px(c + 0.5)}' y='{px(r + 0.97)}' text-anchor='middle' fill='{COPY_EDGE}'>"
-                         f"{esc(b['lead'])}</text>")
-        parts.append("</g>")
-    parts.append("</g></svg>")
-    return "".join(parts)
+    caption = f"<figcaption class='mha-boxes-title'>{html.escape(title)}</figcaption>" if title else ""
+    return (f"<figure class='mha-boxes' style='margin:0'>{caption}"
+            "<div class='mha-boxes-row' style='display:flex;flex-wrap:wrap;gap:6px 8px;align-items:flex-start'>"
+            + "".join(_svg_cell(b, cell_px) for b in boxes) + "</div></figure>")
