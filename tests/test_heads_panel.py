@@ -15,6 +15,7 @@ from widget_messages import forge
 
 import mha_core.training
 from mha_core.teaching import demo
+from mha_core.training.tasks import OffsetPairTask
 from mha_core.ui import heads_panel as H
 
 
@@ -52,6 +53,7 @@ def fake_pretrained(monkeypatch):
         return [f"t{i}" for i in range(n)], np.full((n_heads, n, n), 1.0 / n)
 
     mod.attention_maps = attention_maps
+    mod.TASK = OffsetPairTask(vocab=16, seq_len=6, offsets=(1, 3))
     monkeypatch.setitem(sys.modules, "mha_core.training.pretrained", mod)
     monkeypatch.setattr(mha_core.training, "pretrained", mod, raising=False)
     return mod
@@ -135,6 +137,38 @@ def test_head_explorer_trained(fake_pretrained):
     p.kind.value = "trained"
     assert "TRAINED" in p.caption.value and p.status.value == ""
     assert [label for label, _ in p.query.options][1] == "0: t0"
+
+
+def test_trained_mode_controls_show_what_the_figure_shows(fake_pretrained):
+    """Issue 22: in trained mode the N slider read 20 and the causal button looked off while the
+    figure showed N=6 (the toy task's length) and causal weights."""
+    p = H.head_explorer(h=16, N=20, causal=False)
+    p.kind.value = "trained"
+    assert p.status.value == ""
+    assert p.h.options == (2, 4) and p.h.value == 4  # only trained models; 16 -> the nearest below
+    assert (p.N.max, p.N.value) == (6, 6)
+    assert p.causal.value is True and p.causal.disabled and "trained with the causal mask" in p.causal.tooltip
+    assert "h=4, N=6" in p.caption.value and "causal mask" in p.caption.value
+    assert "tokens 1 and 3 places back" in p.caption.value and "a number 0-15" in p.caption.value
+    p.N.value = 4
+    assert "N=4" in p.caption.value
+    p.kind.value = "random"  # the random settings come back
+    assert (p.h.options, p.h.value, p.N.max, p.N.value) == (H.HEAD_CHOICES, 16, H.MAX_TOKENS, 20)
+    assert p.causal.value is False and not p.causal.disabled
+    assert "no mask" in p.caption.value and p.status.value == ""
+
+
+def test_the_toy_task_labels_are_not_numbered_twice():
+    assert H.HeadExplorer._query_options(["0:13", "1:10"]) == [("none", -1), ("0:13", 0), ("1:10", 1)]
+    assert H.HeadExplorer._query_options(["The", "animal"])[2] == ("1: animal", 1)
+
+
+def test_the_toy_task_line_comes_from_the_task():
+    from mha_core.training import pretrained
+
+    line = H.toy_task_line()
+    a, b = pretrained.TASK.offsets
+    assert f"{pretrained.TASK.seq_len} random tokens" in line and f"tokens {a} and {b} places back" in line
 
 
 def test_head_explorer_download_links():

@@ -41,6 +41,7 @@ HEAD_CHOICES = (1, 2, 4, 8, 16)
 # on phones); "png" draws in the kernel (HeadGrid). Measured against each other by
 # tests/test_dashboard_browser.py; docs/dashboard.md has the figures and the choice.
 HEAD_RENDERERS = ("canvas", "png")
+CAUSAL_TIP = "query i may attend keys 0..i only"
 # Head explorer: settings whose weights are kept (each at most 16 x 64 x 64 floats = 0.5 MB).
 WEIGHT_CACHE_SIZE = 16
 
@@ -52,6 +53,28 @@ def trained_available() -> tuple[int, ...]:
     except ImportError:
         return ()
     return tuple(getattr(pretrained, "AVAILABLE_HEADS", ()))
+
+
+def toy_task():
+    """The toy task the trained heads learned (``mha_core.training.pretrained.TASK``)."""
+    from ..training.pretrained import TASK
+
+    return TASK
+
+
+def toy_task_line() -> str:
+    """One sentence on the toy task, from the task itself (no number typed here)."""
+    task = toy_task()
+    a, b = task.offsets
+    return (f"The toy task: {task.seq_len} random tokens, each a number 0-{task.vocab - 1}; at every position the "
+            f"model must name the tokens {a} and {b} places back. Labels read position:token. A head that "
+            f"does the job puts its weight {a} or {b} cells left of the diagonal.")
+
+
+def short_title(kind: str, h: int, n: int, causal: bool) -> str:
+    """The figure's one-line title: which weights, how many heads and tokens, which mask."""
+    what = "Trained weights (toy task)" if kind == "trained" else "Random weights (untrained layer)"
+    return f"{what} · h={h}, N={n} · {'causal mask' if causal else 'no mask'}"
 
 
 def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
@@ -133,7 +156,7 @@ class HeadExplorer(Panel):
         self.h = self._control(GuardedSelectionSlider, "h", options=HEAD_CHOICES, value=h, description="h")
         self.N = self._control(GuardedIntSlider, "N", value=N, min=2, max=MAX_TOKENS, description="N")
         self.causal = self._control(GuardedToggleButton, "causal", value=causal, description="causal mask",
-                                    tooltip="query i may attend keys 0..i only")
+                                    tooltip=CAUSAL_TIP)
         self.query = self._control(GuardedDropdown, "query", options=self._query_options(tokens(N)), value=-1,
                                    description="query")
         kinds = [("random init", "random"), ("trained (toy task)", "trained")]
@@ -161,9 +184,12 @@ class HeadExplorer(Panel):
         ])
         self._finish(self.widget)
         self._labels: list[str] = []
+        self._random_settings = (h, N, causal)  # restored when the weights go back to random
         self._cache: dict[tuple, tuple[list[str], np.ndarray, str]] = {}
         self._shown: tuple | None = None  # (h, N, causal, kind) whose weights the canvas holds
         self.last: tuple[np.ndarray, list[str], str, int | None] | None = None
+        if kind == "trained":
+            self._to_kind("trained")
         self.refresh()
         if renderer == "png":
             # Frames for the other h values now (~0.1 s each, while the page loads; a preheated
@@ -173,8 +199,57 @@ class HeadExplorer(Panel):
 
     @staticmethod
     def _query_options(labels) -> list[tuple[str, int]]:
-        """Dropdown choices: "none" (-1) and one entry per token position."""
-        return [("none", -1)] + [(f"{i}: {t}", i) for i, t in enumerate(labels)]
+        """Dropdown choices: "none" (-1) and one entry per token position ("5: it"; the toy task's
+        labels already start with their position: "5:0")."""
+        return [("none", -1)] + [(t if t.startswith(f"{i}:") else f"{i}: {t}", i) for i, t in enumerate(labels)]
+
+    def _changed(self, change) -> None:
+        if not self._syncing and change["owner"] is self.kind:
+            self._to_kind(change["new"])
+        super()._changed(change)
+
+    def _to_kind(self, kind) -> None:
+        """Make the controls show what the figure will show. Trained: h offers only the trained
+        models, N stops at the toy task's length, and the causal mask is on and locked (the model
+        was trained causally). Random: the earlier random settings come back."""
+        available = trained_available()
+        if kind == "trained" and available:
+            self._random_settings = (self.h.value, self.N.value, self.causal.value)
+            longest = toy_task().seq_len
+            h = max([k for k in available if k <= self.h.value] or [available[0]])
+            self._replace_options(self.h, available, h)
+            self._set_n_range(longest, min(self.N.value, longest))
+            self._syncing = True
+            try:
+                self.causal.value = True
+                self.causal.disabled = True
+                self.causal.tooltip = "on: the toy model was trained with the causal mask"
+            finally:
+                self._syncing = False
+        elif kind == "random" and self.causal.disabled:
+            h, N, causal = self._random_settings
+            self._replace_options(self.h, HEAD_CHOICES, h)
+            self._set_n_range(MAX_TOKENS, N)
+            self._syncing = True
+            try:
+                self.causal.disabled = False
+                self.causal.tooltip = CAUSAL_TIP
+                self.causal.value = causal
+            finally:
+                self._syncing = False
+
+    def _set_n_range(self, top: int, value: int) -> None:
+        """N's slider to ``[2, top]`` at ``value``, without a redraw in between."""
+        self._syncing = True
+        try:
+            if top < self.N.max:
+                self.N.value = value
+                self.N.max = top
+            else:
+                self.N.max = top
+                self.N.value = value
+        finally:
+            self._syncing = False
 
     def values(self) -> dict:
         return {"h": self.h.value, "N": self.N.value, "causal": self.causal.value, "kind": self.kind.value,
@@ -200,6 +275,7 @@ class HeadExplorer(Panel):
             raise ValueError(f"query must be -1 (none) or a token position 0..{len(labels) - 1}, got {query!r}")
         q = None if query < 0 else int(query)
         self.last = (weights, labels, title, q)
+        full, title = title, short_title(kind, h, len(labels), causal or kind == "trained")
         if self.renderer == "png":
             self.image.value = self.grid.render(weights, labels, title=title, query=q)
             self._set_alt(self.alt, heatmap_alt_text(weights, labels, title=title, query=q))
@@ -210,8 +286,11 @@ class HeadExplorer(Panel):
         else:
             self.figure.show(weights, labels, title=title, query=q)
             self._shown = (h, N, causal, kind)
-        self.caption.value = (f"<span class='mha-heads-title'>{html.escape(title)}</span>; "
-                              f"each row is one query token and sums to 1")
+        self.caption.value = (
+            ("<div class='mha-heads-task'>" + html.escape(toy_task_line()) + "</div>" if kind == "trained" else "")
+            + "Each row is one query token; its weights sum to 1. Hover a cell for its weight; click a row to "
+            f"pick that query.<details class='mha-spec'><summary>spec</summary><span class='mha-heads-title'>"
+            f"{html.escape(full)}</span></details>")
         self.links.value = ""
 
     def _clicked(self, change) -> None:
