@@ -28,18 +28,15 @@ XSS = "<img src=x onerror=alert(1)>"
 PAUSE_MS = 500
 TIMINGS: dict[str, list[float]] = {}
 
-# Records when the big map's new <img> has been decoded and painted: the HTML widget replaces
-# its whole content, so watch the container's children and decode whatever <img> is there.
+# Records when the big map has been redrawn (heatmap.js counts its draws in data-drawn) and painted.
 PAINT_PROBE = """() => {
   const box = document.querySelector('.mha-real-big');
   window.__real = {painted: 0};
   new MutationObserver(() => {
-    const img = box.querySelector('img');
-    if (!img) return;
-    img.decode().catch(() => null).then(
-      () => requestAnimationFrame(() => { window.__real.painted = performance.now(); }));
-  }).observe(box, {childList: true, subtree: true});
+    requestAnimationFrame(() => { window.__real.painted = performance.now(); });
+  }).observe(box, {attributes: true, attributeFilter: ['data-drawn']});
 }"""
+BIG = ".mha-real-big.mha-heatmap[data-drawn] canvas"
 
 
 def _models_cached() -> None:
@@ -70,7 +67,7 @@ def page(browser):
         pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))
         pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
         pg.goto(srv.url, timeout=LOAD_TIMEOUT_MS)
-        pg.wait_for_selector("img.mha-real-big-image", timeout=LOAD_TIMEOUT_MS)
+        pg.wait_for_selector(BIG, timeout=LOAD_TIMEOUT_MS)
         pg.evaluate(PAINT_PROBE)
         yield pg
         pg.close()
@@ -99,10 +96,11 @@ def test_the_panel_draws_real_maps_with_an_honest_label(page):
     expect(_caption(page)).to_contain_text("all-MiniLM-L6-v2", timeout=UPDATE_TIMEOUT_MS)
     caption = _caption(page).inner_text()
     assert "not quantised" in caption and "layer 0 of 6" in caption and "head 0 of 12" in caption
-    for css in ("img.mha-real-big-image", "img.mha-real-thumbs-image"):
-        img = page.locator(css)
-        assert img.evaluate("i => i.complete && i.naturalWidth") > 300
-        assert "all-MiniLM-L6-v2" in img.get_attribute("alt")
+    img = page.locator("img.mha-real-thumbs-image")
+    assert img.evaluate("i => i.complete && i.naturalWidth") > 300
+    assert "all-MiniLM-L6-v2" in img.get_attribute("alt")
+    assert page.locator(BIG).count() == 1  # the chosen head, drawn in the browser
+    assert "all-MiniLM-L6-v2" in page.locator(".mha-real-big .mha-heatmap-alt").text_content()
     assert "animal" in page.locator(".mha-real-tokens").inner_text()
     assert "Traceback" not in page.inner_text("body")
 
@@ -151,7 +149,7 @@ def test_the_xss_sentence_renders_as_text(page):
     assert page.dialogs == []
     imgs = page.locator(".mha-real-panel img")
     classes = sorted(imgs.nth(i).get_attribute("class") for i in range(imgs.count()))
-    assert classes == ["mha-real-big-image", "mha-real-thumbs-image"]
+    assert classes == ["mha-real-thumbs-image"]
     assert page.locator("img[src='x']").count() == 0
     assert page.evaluate("document.querySelectorAll('[onerror]').length") == 0
 

@@ -3,7 +3,8 @@
 //
 // Model traits: weights (float32 bytes, shape (h, N, N), row = query, column = key), h, n,
 // labels (N str), title, query (-1 or the outlined row), lut (256 RGB bytes of the colormap),
-// gamma (colour = weight ** gamma), alt (the figure's description), tile (px of one map).
+// gamma (colour = weight ** gamma), alt (the figure's description), tile and max_tile (px of one
+// map: 12 px a token between the two), lines and stripe (marks: see draw).
 //
 // Pointer: hovering a cell (or tapping it, for 1.5 s) shows "head i: query q 'tok' -> key k 'tok' = weight"; clicking a
 // row selects that query (sets `query`, the kernel answers with the outlined row).
@@ -79,6 +80,14 @@ function render({ model, el }) {
     legend.append(lo, bar, hi);
   }
 
+  // A map's side: 12 px a token (every label fits) between `tile` and `max_tile`, times the page's
+  // scale, and never wider than the room the page gives it.
+  function side(n, k) {
+    const want = Math.min(Math.max(model.get("tile"), n * 12), Math.max(model.get("tile"), model.get("max_tile"))) * k;
+    const room = (el.parentElement ? el.parentElement.clientWidth : 0) - 64 * k - 12;
+    return Math.round(room > model.get("tile") ? Math.min(want, room) : Math.min(want, model.get("tile") * k));
+  }
+
   function scale() {
     return parseFloat(getComputedStyle(el).getPropertyValue("--mha-scale")) || 1;
   }
@@ -88,7 +97,7 @@ function render({ model, el }) {
     const labels = model.get("labels");
     const k = scale();
     const LEFT = 64 * k, BOTTOM = 56 * k, TOP = 4 * k, LABEL_PX = 11 * k;
-    const S = Math.round(model.get("tile") * k);
+    const S = side(n, k);
     const lut = lutOf(model);
     const gamma = model.get("gamma");
     const query = model.get("query");
@@ -133,6 +142,20 @@ function render({ model, el }) {
       ctx.fillText(labels[t], 0, 0);
       ctx.restore();
     }
+    ctx.setLineDash([5, 3]);  // marks: a dashed line before each position of `lines`, both axes
+    ctx.strokeStyle = "#ffffff";
+    ctx.lineWidth = 1.5;
+    for (const p of model.get("lines")) {
+      ctx.beginPath();
+      ctx.moveTo(LEFT + p * cell, TOP); ctx.lineTo(LEFT + p * cell, TOP + S);
+      ctx.moveTo(LEFT, TOP + p * cell); ctx.lineTo(LEFT + S, TOP + p * cell);
+      ctx.stroke();
+    }
+    ctx.setLineDash([]);
+    ctx.strokeStyle = "#ff7f0e";  // the stripe's cells, outlined
+    for (const [q, kk] of model.get("stripe")) {
+      ctx.strokeRect(LEFT + kk * cell + 0.75, TOP + q * cell + 0.75, cell - 1.5, cell - 1.5);
+    }
     if (query >= 0 && query < n) {
       ctx.strokeStyle = "#e7298a";
       ctx.lineWidth = 2;
@@ -149,7 +172,7 @@ function render({ model, el }) {
     const r = canvas.getBoundingClientRect();
     const n = model.get("n");
     const k = scale(), LEFT = 64 * k, TOP = 4 * k;
-    const S = Math.round(model.get("tile") * k);
+    const S = side(n, k);
     const x = event.clientX - r.left - LEFT, y = event.clientY - r.top - TOP;
     if (x < 0 || y < 0 || x >= S || y >= S) { return null; }
     return [Math.min(n - 1, Math.floor((y / S) * n)), Math.min(n - 1, Math.floor((x / S) * n))];
@@ -260,6 +283,7 @@ function render({ model, el }) {
   window.addEventListener("resize", onResize);
   model.on("change:weights", build);
   model.on("change:query", build);
+  model.on("change:stripe", build);
   model.on("change:lut", drawLegend);
   // a click sets `query` here first, so the kernel's answer may change only the description
   model.on("change:alt", () => { desc.textContent = model.get("alt"); });
