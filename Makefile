@@ -14,7 +14,7 @@ help:
 	@echo "                 without the reference libraries it ends with a red, counted NOT RUN list"
 	@echo "make references install the test-only reference libraries (torch, transformers) into .venv"
 	@echo "make slides     the walkthrough as reveal.js slides (classroom mode) on the same port"
-	@echo "make screenshots  re-take docs/dashboard*.png (390, 768, 1366 px) in headless Chromium"
+	@echo "make screenshots  re-take docs/dashboard*.png (390, 768, 1366, 1920 px) in headless Chromium"
 	@echo "make lesson-slides LESSON=01_one_head   a lesson notebook as offline slides, code shown"
 	@echo "make lab        JupyterLab on notebooks/"
 	@echo "make bench      benchmarks -> benchmarks/RESULTS.md and results.json"
@@ -92,11 +92,12 @@ dashboard: $(STAMP)
 slides: $(STAMP)
 	$(VOILA) notebooks/dashboard.ipynb --template=mha-reveal
 
-# The browser test saves screenshots at 390, 768 and 1366 px into build/screenshots/ (make test
-# leaves the work tree clean); this copies them into docs/ (the README shows docs/dashboard.png).
-screenshots: $(STAMP) $(AXE)
+# The browser test saves screenshots at 390, 768, 1366 and 1920 px into build/screenshots/ (make
+# test leaves the work tree clean); this copies them into docs/ (the README shows docs/dashboard.png).
+screenshots: $(STAMP) $(AXE)  ## re-take docs/dashboard*.png at 390, 768, 1366 and 1920 px (headless Chromium)
 	$(BIN)/python -m pytest tests/test_dashboard_browser.py -k "screens" -p no:cacheprovider -q
 	cp build/screenshots/dashboard-1366.png docs/dashboard.png
+	cp build/screenshots/dashboard-1920.png docs/dashboard-1920.png
 	cp build/screenshots/dashboard-768.png docs/dashboard-768.png
 	cp build/screenshots/dashboard-390.png docs/dashboard-390.png
 

@@ -217,6 +217,48 @@ def test_switching_model_after_the_induction_demo(page):
     assert page.console_errors == []
 
 
+BUSY_PROBE = """() => { window.__busy = [];
+  new MutationObserver(() => { const b = document.querySelector('.mha-real-busy .mha-busy');
+    if (b) { window.__busy.push(b.textContent); } })
+  .observe(document.querySelector('.mha-real-busy'), {childList: true, subtree: true}); }"""
+
+
+def test_guidance_patterns_overview_and_the_demos_marks(page):
+    """Issue 22: the panel leads a visitor to the heads worth seeing. A pattern button opens the head
+    with the highest score and the sentence under the map names it with the score; a click on the
+    overview opens that head; hovering the enlarged head reads a weight; the induction demo marks the
+    repeat and says "demo input"; a busy sign shows while a model runs."""
+    _pick_model(page, "minilm")
+    _sentence(page, R.EXAMPLE)
+    expect(_caption(page)).to_contain_text("all-MiniLM-L6-v2", timeout=UPDATE_TIMEOUT_MS)
+    about = page.locator(".mha-real-about")
+    page.locator(".mha-real-preset", has_text="it").click()
+    expect(about).to_contain_text('from "it" to "animal"', timeout=UPDATE_TIMEOUT_MS)
+    assert "score" in about.inner_text()
+    page.locator(".mha-real-preset", has_text="previous token").click()
+    expect(about).to_contain_text("previous token score", timeout=UPDATE_TIMEOUT_MS)
+    # the overview: a click on the square of layer 2, head 3 opens it
+    page.locator(".mha-real-overview .mha-scoregrid-cell[data-layer='2'][data-head='3']").click()
+    expect(_caption(page)).to_contain_text("layer 2 of 6", timeout=UPDATE_TIMEOUT_MS)
+    expect(_caption(page)).to_contain_text("head 3 of 12", timeout=UPDATE_TIMEOUT_MS)
+    # hover on the enlarged head: exact weight and both tokens
+    canvas = page.locator(BIG)
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + 64 + 5, box["y"] + 4 + 5)
+    expect(page.locator(".mha-real-big .mha-heatmap-tip")).to_contain_text('query 0 "[CLS]" -> key 0 "[CLS]" =')
+    # the demo: a busy sign while SmolLM2 runs, then the marks and "demo input"
+    page.evaluate(BUSY_PROBE)
+    page.locator(".mha-real-induction").click()
+    expect(_caption(page)).to_contain_text("demo input", timeout=UPDATE_TIMEOUT_MS)
+    assert page.locator(".mha-real-sentence input").input_value() == ""
+    assert page.locator(".mha-real-sentence input").get_attribute("placeholder").startswith("demo input")
+    expect(about).to_contain_text("where the repeat starts", timeout=UPDATE_TIMEOUT_MS)
+    busy = page.evaluate("window.__busy")
+    assert any("SmolLM2" in b for b in busy), busy
+    assert page.console_errors == []
+
+
 def test_a_missing_model_cache_names_make_models(browser, tmp_path, monkeypatch):
     monkeypatch.setenv("MHA_MODELS_DIR", str(tmp_path))  # an empty cache
     with voila_server() as srv:
