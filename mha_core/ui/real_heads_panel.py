@@ -216,16 +216,16 @@ class RealHeadsPanel(Panel):
         self.thumbs_html = widgets.HTML()
         self.thumbs_html.add_class("mha-real-thumbs")
         find = widgets.HTML("<span class='mha-real-find'>find a head that looks at:</span>")
-        side = widgets.Layout(flex="0 1 auto", max_width="100%", margin="0 24px 0 0")  # map | overview
+        side = widgets.Layout(flex="0 1 auto", max_width="min(100%, 48em)", margin="0 24px 0 0")  # map | overview
         self.widget = widgets.VBox([
             widgets.HBox([self.model, self.sentence, self.run, self.example],
                          layout=widgets.Layout(flex_flow="row wrap")),
             widgets.HBox([self.layer, self.head, self.induction], layout=widgets.Layout(flex_flow="row wrap")),
             widgets.HBox([find, *self.presets.values()], layout=widgets.Layout(flex_flow="row wrap")),
             self.status, self.busy, self.label, self.tokens_html,
-            widgets.HBox([widgets.VBox([self.big_map, self.about], layout=side),
-                          widgets.VBox([self.overview, self.thumbs_html], layout=side)],
+            widgets.HBox([widgets.VBox([self.big_map, self.about], layout=side), self.overview],
                          layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
+            self.thumbs_html,
         ])
         self.widget.add_class("mha-real-panel")
         self.widget.add_class("mha-panel")
