@@ -54,7 +54,17 @@ def load():
 
 @pytest.fixture
 def panel(load):
-    return R.RealHeadsPanel(load=load)
+    return R.RealHeadsPanel(load=load, start=None)  # opens on layer 0, head 0
+
+
+def test_the_panel_opens_on_the_head_with_the_most_weight_from_it_to_animal(load):
+    p = R.RealHeadsPanel(load=load)
+    found = p.pattern_scores(*p._view)
+    layer, head, score = R.patterns.top_heads(found["'it' → animal"], 1)[0]
+    assert (p.layer.value, p.head.value) == (layer, head) and p.pattern == "'it' → animal"
+    assert 'from "it" to "animal"' in p.about.value or "none of the measured patterns" in p.about.value
+    with pytest.raises(ValueError, match="start"):
+        R.RealHeadsPanel(load=load, start="vibes")
 
 
 def test_first_view_names_model_layer_head_and_that_the_weights_are_real(panel, load):

@@ -155,11 +155,14 @@ class RealHeadsPanel(Panel):
 
     name = "real"
 
-    def __init__(self, model: str = "minilm", sentence: str = EXAMPLE, *, load: Callable | None = None):
+    def __init__(self, model: str = "minilm", sentence: str = EXAMPLE, *, load: Callable | None = None,
+                 start: str | None = "'it' → animal"):
         if model not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
         if not isinstance(sentence, str):
             raise TypeError(f"sentence must be a str, got {type(sentence).__name__}")
+        if start is not None and start not in PATTERNS:
+            raise ValueError(f"start must be None or one of {', '.join(PATTERNS)}, got {start!r}")
         super().__init__()
         self._load = load or load_model
         self._models: dict[str, object] = {}
@@ -232,7 +235,9 @@ class RealHeadsPanel(Panel):
         self._pictures: OrderedDict[tuple, str] = OrderedDict()  # drawn images, as <img> tags
         self._todo: list[tuple[tuple, Callable[[], str]]] = []  # pictures to draw while idle
         self._prefetching = False
-        self.refresh()
+        # open on a head worth seeing: the one with the highest `start` score (found, not written here)
+        if self.refresh() and start is not None and start in self.pattern_scores(*self._view):
+            self.show_pattern(start)
 
     def refresh(self, **overrides) -> bool:
         """As ``Panel.refresh``; a missing model shows only the message that names ``make models``."""
@@ -544,7 +549,7 @@ class RealHeadsPanel(Panel):
                         for ly in (layer + 1, layer - 1) if 0 <= ly < n_layers])
         found = self.pattern_scores(fkey, labels, weights)
         self._show_overview(fkey, found, view.short, layer, head)
-        self.about.value = _about(found, layer, head, self.mode == "induction")
+        self.about.value = _about(found, layer, head, self.mode == "induction", self.pattern)
         for name, button in self.presets.items():
             button.disabled = name not in found
             button.tooltip = (f"open the head with the highest {name} score" if name in found
@@ -576,8 +581,9 @@ class RealHeadsPanel(Panel):
             self.overview.current = [layer, head]
 
 
-def _about(found: dict[str, np.ndarray], layer: int, head: int, demo: bool) -> str:
-    """One sentence under the map: the chosen head's pattern, with its score (or that it has none)."""
+def _about(found: dict[str, np.ndarray], layer: int, head: int, demo: bool, chosen: str = "") -> str:
+    """One sentence under the map: the chosen head's pattern, with its score (or that it has none);
+    and the score of the pattern the reader ``chosen`` to find heads by, when that is another."""
     scores = {name: float(found[name][layer, head]) for name in found}
     if demo:
         s = scores[INDUCTION]
@@ -587,9 +593,11 @@ def _about(found: dict[str, np.ndarray], layer: int, head: int, demo: bool) -> s
     name = max(scores, key=scores.get)
     phrase = {"previous token": "the previous token", "first token": "the first token",
               "itself": "each token itself", "'it' → animal": 'from "it" to "animal"'}[name]
+    also = (f" Its {chosen} score is {scores[chosen]:.2f} ({PATTERNS[chosen]})."
+            if chosen in PATTERNS and chosen in scores and chosen != name else "")
     if scores[name] >= CLEAR_SCORE:
         return (f"<p class='mha-real-about-text'>Layer {layer}, head {head} mostly looks at {phrase}: "
-                f"{name} score {scores[name]:.2f} ({PATTERNS[name]}).</p>")
+                f"{name} score {scores[name]:.2f} ({PATTERNS[name]}).{also}</p>")
     listed = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
     return (f"<p class='mha-real-about-text'>Layer {layer}, head {head} shows none of the measured patterns clearly "
             f"(scores: {listed}); its weight is spread or follows something else.</p>")

@@ -84,9 +84,13 @@ function render({ model, el }) {
   // scale, and never wider than the room the page gives it.
   function side(n, k) {
     const want = Math.min(Math.max(model.get("tile"), n * 12), Math.max(model.get("tile"), model.get("max_tile"))) * k;
-    const room = (el.parentElement ? el.parentElement.clientWidth : 0) - 64 * k - 12;
-    return Math.round(room > model.get("tile") ? Math.min(want, room) : Math.min(want, model.get("tile") * k));
+    const room = (frame() ? frame().clientWidth : 0) - 64 * k - 12;
+    if (room <= 0) { return Math.round(want); }  // not laid out yet: the ResizeObserver below redraws
+    return Math.round(Math.min(want, Math.max(room, model.get("tile") * k)));
   }
+
+  // What bounds the maps' width: the panel (its width does not depend on the maps), else the parent.
+  function frame() { return el.closest(".mha-panel") || el.parentElement; }
 
   function scale() {
     return parseFloat(getComputedStyle(el).getPropertyValue("--mha-scale")) || 1;
@@ -272,22 +276,31 @@ function render({ model, el }) {
       canvas.setAttribute("aria-label", `head ${head} of ${h}. Arrow keys read the weights, Enter selects the query row.`);
       drawHead(canvas, head);
     });
+    drawnSide = side(model.get("n"), scale());
     el.dataset.drawn = String((Number(el.dataset.drawn) || 0) + 1);
   }
 
+  let drawnSide = 0;
   drawLegend();
   build();
   // the window crossed a size where the page scales the maps (e.g. onto a projector): redraw
+  // and when the room the page gives the maps changes (first layout, a rotated phone), so that the
+  // maps are drawn for the width they get
   let drawnScale = scale();
-  const onResize = () => { if (scale() !== drawnScale) { drawnScale = scale(); build(); } };
+  const onResize = () => {
+    const k = scale(), S = side(model.get("n"), k);
+    if (k !== drawnScale || S !== drawnSide) { drawnScale = k; drawnSide = S; build(); }
+  };
   window.addEventListener("resize", onResize);
+  const watcher = new ResizeObserver(onResize);
+  requestAnimationFrame(() => { if (frame()) { watcher.observe(frame()); } });
   model.on("change:weights", build);
   model.on("change:query", build);
   model.on("change:stripe", build);
   model.on("change:lut", drawLegend);
   // a click sets `query` here first, so the kernel's answer may change only the description
   model.on("change:alt", () => { desc.textContent = model.get("alt"); });
-  return () => window.removeEventListener("resize", onResize);
+  return () => { window.removeEventListener("resize", onResize); watcher.disconnect(); };
 }
 
 export default { render };
