@@ -258,15 +258,19 @@ def test_guidance_patterns_overview_and_the_demos_marks(page):
     box = canvas.bounding_box()
     page.mouse.move(box["x"] + 64 + 5, box["y"] + 4 + 5)
     expect(page.locator(".mha-real-big .mha-heatmap-tip")).to_contain_text('query 0 "[CLS]" -> key 0 "[CLS]" =')
-    # the demo: a busy sign while SmolLM2 runs, then the marks and "demo input"
+    # a busy sign while SmolLM2 runs on a sentence it has not seen
     page.evaluate(BUSY_PROBE)
+    _pick_model(page, "smollm2")
+    _sentence(page, "A sentence that SmolLM2 has not read yet, for the busy sign.")
+    expect(page.locator(".mha-real-tokens")).to_contain_text("busy", timeout=UPDATE_TIMEOUT_MS)
+    busy = page.evaluate("window.__busy")
+    assert any("running SmolLM2" in b for b in busy), busy
+    # the demo: the marks and "demo input"
     page.locator(".mha-real-induction").click()
     expect(_caption(page)).to_contain_text("demo input", timeout=UPDATE_TIMEOUT_MS)
     assert page.locator(".mha-real-sentence input").input_value() == ""
     assert page.locator(".mha-real-sentence input").get_attribute("placeholder").startswith("demo input")
     expect(about).to_contain_text("where the repeat starts", timeout=UPDATE_TIMEOUT_MS)
-    busy = page.evaluate("window.__busy")
-    assert any("SmolLM2" in b for b in busy), busy
     assert page.console_errors == []
 
 
