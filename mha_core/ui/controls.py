@@ -23,9 +23,11 @@ import ipywidgets as widgets
 
 from ..core._checks import check_positive_int
 
-# The cost and KV plots are shown one PNG pixel per CSS pixel (96 per inch), so drawing them at
-# 96 dpi makes a 10 pt font read as 10 pt on the page (at 80 dpi it read as 8.3 pt).
+# The cost and KV plots are shown at 96 CSS px per inch of figure, so a 10 pt font reads as 10 pt
+# on the page (at 80 dpi it read as 8.3 pt). They are drawn at PIXEL_RATIO times that many pixels
+# and shown at half their pixel width: sharp on phones and laptops with 2x screens.
 PANEL_DPI = 96
+PIXEL_RATIO = 2
 
 # Real models use at most ~128 heads; more would make the h slider unusably long.
 MAX_HEADS = 64

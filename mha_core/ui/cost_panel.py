@@ -15,6 +15,7 @@ from ..core.counts import count_macs, count_params
 from .controls import (
     MAX_HEADS,
     PANEL_DPI,
+    PIXEL_RATIO,
     GuardedSelectionSlider,
     Panel,
     changed_offering_divisors,
@@ -111,6 +112,7 @@ class CostPanel(Panel):
         self.by_h = widgets.HTML()
         self.by_h.add_class("mha-cost-by-h")
         self.plot = _CostPlot()
+        self.image.layout.width = f"{round(self.plot.fig.get_figwidth() * PANEL_DPI)}px"  # CSS px
         self.widget = widgets.VBox([widgets.HBox([self.d_model, self.h, self.N]), self.status, self.numbers,
                                     widgets.HBox([figure, self.by_h]), self.worked])
         self._finish(self.widget)
@@ -181,7 +183,7 @@ class _CostPlot:
         from matplotlib.figure import Figure
         from matplotlib.ticker import LogLocator, NullLocator
 
-        self.fig = Figure(figsize=(7.5, 3.4), dpi=PANEL_DPI)
+        self.fig = Figure(figsize=(7.5, 3.4), dpi=PANEL_DPI * PIXEL_RATIO)
         FigureCanvasAgg(self.fig)
         self.fig.subplots_adjust(left=0.1, right=0.98, bottom=0.15, top=0.9)
         ax = self.ax = self.fig.subplots()

@@ -14,6 +14,7 @@ from ..core.config import MHAConfig
 from ..core.counts import kv_cache_bytes
 from .controls import (
     PANEL_DPI,
+    PIXEL_RATIO,
     GuardedDropdown,
     GuardedSelectionSlider,
     GuardedToggleButtons,
@@ -99,6 +100,7 @@ class KVCachePanel(Panel):
         self.numbers.add_class("mha-kv-numbers")
         self.image, self.alt, figure = self._figure("image")
         self.plot = _KVPlot()
+        self.image.layout.width = f"{round(self.plot.fig.get_figwidth() * PANEL_DPI)}px"  # CSS px
         self.widget = widgets.VBox([widgets.HBox([self.model, self.dtype]), widgets.HBox([self.n_kv, self.context]),
                                     self.status, self.numbers, figure])
         self._finish(self.widget)
@@ -150,7 +152,7 @@ class _KVPlot:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        self.fig = Figure(figsize=(7, 2.8), dpi=PANEL_DPI)
+        self.fig = Figure(figsize=(7, 2.8), dpi=PANEL_DPI * PIXEL_RATIO)
         FigureCanvasAgg(self.fig)
         self.fig.subplots_adjust(left=0.09, right=0.99, bottom=0.17, top=0.9)
         self.ax = self.fig.subplots()
