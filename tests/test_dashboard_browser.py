@@ -799,7 +799,7 @@ def test_server_extension_route_gets_the_same_settings(browser):
         assert outside == [], f"requests left 127.0.0.1: {outside}"
         assert rec.errors() == []
         assert "shape_explorer()" not in page.content()
-        assert "mha_page" not in page.content() and page.locator(".mha-panel").count() == 4
+        assert "mha_page" not in page.content() and page.locator(".mha-panel").count() == 5
         page.close()
         assert "Kernel cap 80" in srv.log()  # mha_core.ui.serve.BoundedKernelManager is in charge
 
@@ -814,7 +814,7 @@ def test_slides_work_offline(browser):
         first = page.locator(".reveal .slides section.present:not(.stack)").inner_text()
         page.keyboard.press("ArrowRight")
         expect(page.locator(".reveal .slides section.present:not(.stack)")).not_to_have_text(first, timeout=UPDATE_TIMEOUT_MS)
-        assert "SHAPES" in page.locator(".reveal .slides section.present:not(.stack)").inner_text().upper()
+        assert "HEADS" in page.locator(".reveal .slides section.present:not(.stack)").inner_text().upper()
         page.wait_for_timeout(500)
         outside = sorted({u for u in rec.requests if not is_local(u, srv.port)})
         assert outside == [], f"requests left 127.0.0.1: {outside}"
