@@ -80,11 +80,12 @@ dashboard: $(STAMP)  ## serve the Voila dashboard on http://127.0.0.1:PORT (defa
 slides: $(STAMP)  ## the dashboard as reveal.js slides (classroom mode) on the same port
 	$(VOILA) notebooks/dashboard.ipynb --template=mha-reveal
 
-# The browser test saves screenshots at 390, 768 and 1366 px into build/screenshots/ (make test
-# leaves the work tree clean); this copies them into docs/ (the README shows docs/dashboard.png).
-screenshots: $(STAMP) $(AXE)  ## re-take docs/dashboard*.png (390, 768, 1366 px) in headless Chromium
+# The browser test saves screenshots at 390, 768, 1366 and 1920 px into build/screenshots/ (make
+# test leaves the work tree clean); this copies them into docs/ (the README shows docs/dashboard.png).
+screenshots: $(STAMP) $(AXE)  ## re-take docs/dashboard*.png at 390, 768, 1366 and 1920 px (headless Chromium)
 	$(BIN)/python -m pytest tests/test_dashboard_browser.py -k "screens" -p no:cacheprovider -q
 	cp build/screenshots/dashboard-1366.png docs/dashboard.png
+	cp build/screenshots/dashboard-1920.png docs/dashboard-1920.png
 	cp build/screenshots/dashboard-768.png docs/dashboard-768.png
 	cp build/screenshots/dashboard-390.png docs/dashboard-390.png
 

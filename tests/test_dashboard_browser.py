@@ -28,7 +28,11 @@ from dashboard_server import (
 from playwright.sync_api import expect, sync_playwright
 
 import mha_core as m
-from mha_core.ui import widgets as W
+from mha_core.ui.controls import MAX_HEADS, divisors
+from mha_core.ui.cost_panel import COST_D_MODELS, COST_NS
+from mha_core.ui.heads_panel import HEAD_CHOICES, head_weights, toy_task, trained_available
+from mha_core.ui.kv_panel import KV_CONTEXTS, kv_state
+from mha_core.ui.shapes_panel import SHAPE_D_MODELS, SHAPE_MAX_N
 
 pytestmark = pytest.mark.browser
 
@@ -39,7 +43,7 @@ UPDATE_TIMEOUT_MS = 20_000
 # make test keeps the work tree clean: screenshots go to build/ (gitignored); `make screenshots`
 # copies them into docs/.
 SCREENSHOTS = REPO / "build" / "screenshots"
-WIDTHS = (390, 768, 1366)
+WIDTHS = (390, 768, 1366, 1920)
 AXE = REPO / "tests" / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
 TIMINGS: dict[str, list[float]] = {}
 
@@ -158,13 +162,20 @@ def _set_int(page, css: str, value: int) -> None:
 
 
 def _set_selection(page, css: str, index: int, label: str) -> None:
-    """Move a SelectionSlider to option ``index`` with the arrow keys (one step per key)."""
+    """Move a SelectionSlider to option ``index`` with the arrow keys (one step per key).
+
+    The slider's options may just have changed (h follows d_model): each step re-reads where the
+    handle is, so a page that has not caught up yet gets more key presses, not wrong ones."""
     handle = page.locator(f"{css} .noUi-handle")
-    now = round(float(handle.get_attribute("aria-valuenow")))
-    handle.focus()
-    for _ in range(abs(index - now)):
-        page.keyboard.press("ArrowRight" if index > now else "ArrowLeft")
-    expect(page.locator(f"{css} .widget-readout")).to_have_text(label, timeout=UPDATE_TIMEOUT_MS)
+    readout = page.locator(f"{css} .widget-readout")
+    deadline = time.monotonic() + UPDATE_TIMEOUT_MS / 1000
+    while readout.inner_text() != label and time.monotonic() < deadline:
+        now = round(float(handle.get_attribute("aria-valuenow")))
+        if now != index:
+            handle.focus()
+            page.keyboard.press("ArrowRight" if index > now else "ArrowLeft")
+        page.wait_for_timeout(30 if now != index else 150)
+    expect(readout).to_have_text(label, timeout=UPDATE_TIMEOUT_MS)
 
 
 def _text(page, css: str) -> str:
@@ -211,7 +222,7 @@ def test_cold_load_without_preheating(browser):
 def test_sources_are_stripped(loaded):
     page, _ = loaded
     html = page.content()
-    for source in ("from mha_core import widgets as W", "W.shape_explorer()", "OPENBLAS_NUM_THREADS"):
+    for source in ("from mha_core.ui", "shape_explorer()", "OPENBLAS_NUM_THREADS"):
         assert source not in html
 
 
@@ -249,14 +260,14 @@ def test_forged_widget_messages_get_a_readable_message(loaded, server):
         expect(status).to_contain_text("N must be between 1 and 128, got N=1000000", timeout=UPDATE_TIMEOUT_MS)
         sock.forge_update(n_id, {"value": 10})  # put things back, one trait at a time
         expect(page.locator(".mha-shape-N .widget-readout")).to_have_text("10", timeout=UPDATE_TIMEOUT_MS)
-        sock.forge_update(n_id, {"max": W.SHAPE_MAX_N})
+        sock.forge_update(n_id, {"max": SHAPE_MAX_N})
         sock.send("comm_msg", {"comm_id": n_id, "data": {"method": "request_state"}})  # re-sync the page
     finally:
         sock.close()
     assert "Traceback" not in page.inner_text("body")
     # the page is alive and back in step with the kernel: a real slider move still updates
     expect(page.locator(".mha-shape-h .widget-readout")).to_have_text("8")
-    _set_selection(page, ".mha-shape-h", W.divisors(512, W.MAX_HEADS).index(4), "4")
+    _set_selection(page, ".mha-shape-h", divisors(512, MAX_HEADS).index(4), "4")
     expect(page.locator(".mha-shape-panel .mha-dk")).to_have_text("128", timeout=UPDATE_TIMEOUT_MS)
     expect(status).to_have_text("")
 
@@ -266,12 +277,12 @@ def test_forged_widget_messages_get_a_readable_message(loaded, server):
 def test_shape_sliders_give_exact_numbers(loaded):
     page, _ = loaded
     dk = page.locator(".mha-shape-panel .mha-dk")
-    _set_selection(page, ".mha-shape-d_model", W.SHAPE_D_MODELS.index(512), "512")
-    _set_selection(page, ".mha-shape-h", W.divisors(512, W.MAX_HEADS).index(8), "8")
+    _set_selection(page, ".mha-shape-d_model", SHAPE_D_MODELS.index(512), "512")
+    _set_selection(page, ".mha-shape-h", divisors(512, MAX_HEADS).index(8), "8")
     expect(dk).to_have_text("64", timeout=UPDATE_TIMEOUT_MS)  # d_k = 512 / 8
-    _set_selection(page, ".mha-shape-h", W.divisors(512, W.MAX_HEADS).index(16), "16")
+    _set_selection(page, ".mha-shape-h", divisors(512, MAX_HEADS).index(16), "16")
     expect(dk).to_have_text("32", timeout=UPDATE_TIMEOUT_MS)
-    _set_selection(page, ".mha-shape-d_model", W.SHAPE_D_MODELS.index(256), "256")
+    _set_selection(page, ".mha-shape-d_model", SHAPE_D_MODELS.index(256), "256")
     expect(dk).to_have_text("16", timeout=UPDATE_TIMEOUT_MS)  # h = 16 still divides 256
     expect(page.locator(".mha-shape-panel .mha-params")).to_have_text(f"{4 * 256**2:,}")
     _set_int(page, ".mha-shape-B", 3)
@@ -282,7 +293,7 @@ def test_shape_sliders_give_exact_numbers(loaded):
     assert "(B=3, N=100, d_model=256)" in ledger
     assert "(B=3, h=16, N_q=100, N_k=100)" in ledger
     assert "(B=3, h=16, N=100, d_k=16)" in ledger
-    assert page.locator(".mha-shape-boxes svg .mha-box").count() == len(m.trace_shapes(
+    assert page.locator(".mha-shape-boxes svg.mha-box").count() == len(m.trace_shapes(
         __import__("numpy").zeros((1, 2, 8), "float32"), m.init_params(m.MHAConfig(8, 2), 0), 2))
 
 
@@ -331,17 +342,23 @@ def test_head_controls_change_the_heatmap(loaded):
     assert len(set(srcs)) == len(srcs)
     assert len(page.locator(".mha-heads-query option").all()) == 64 + 1
     page.locator(".mha-heads-kind button", has_text="trained").click()
-    if W.trained_available():
-        if 16 not in W.trained_available():  # a readable refusal first
-            expect(page.locator(".mha-heads-panel .mha-status")).to_contain_text(
-                "no trained model with h=16", timeout=UPDATE_TIMEOUT_MS)
-        h = max(W.trained_available())
-        _set_selection(page, ".mha-heads-h", W.HEAD_CHOICES.index(h), str(h))
-        expect(caption).to_contain_text(f"TRAINED weights (toy task), h={h}", timeout=UPDATE_TIMEOUT_MS)
+    if trained_available():
+        # the controls show what the figure shows: trained h only, N up to the toy task's length,
+        # the causal mask on and locked; one line explains the task
+        longest = toy_task().n
+        expect(page.locator(".mha-heads-N .widget-readout")).to_have_text(str(longest), timeout=UPDATE_TIMEOUT_MS)
+        expect(page.locator(".mha-heads-causal")).to_be_disabled()
+        expect(caption).to_contain_text("The toy task", timeout=UPDATE_TIMEOUT_MS)
+        assert page.locator(".mha-heads-panel .mha-status").text_content().strip() == ""
+        h = max(trained_available())
+        _set_selection(page, ".mha-heads-h", trained_available().index(h), str(h))
+        expect(caption).to_contain_text(f"TRAINED weights (toy task), h={h}, N={longest}", timeout=UPDATE_TIMEOUT_MS)
+        options = page.locator(".mha-heads-query select").inner_text()
+        assert "5:" in options and ": 5:" not in options  # "5:0", not "5: 5:0"
     else:  # no trained weights installed: a readable message, the random maps stay
         expect(page.locator(".mha-heads-panel .mha-status")).to_contain_text("not available",
                                                                              timeout=UPDATE_TIMEOUT_MS)
-        assert "RANDOM" in caption.inner_text()
+        assert "RANDOM" in caption.text_content()
     page.locator(".mha-heads-kind button", has_text="random").click()
     expect(caption).to_contain_text("RANDOM", timeout=UPDATE_TIMEOUT_MS)
 
@@ -350,7 +367,7 @@ def test_slider_to_pixels_latency(loaded):
     """h = 16 heads of N = 64 tokens: time from key press to the new heatmap painted."""
     page, _ = loaded
     caption = page.locator(".mha-heads-caption")
-    _set_selection(page, ".mha-heads-h", W.HEAD_CHOICES.index(16), "16")
+    _set_selection(page, ".mha-heads-h", HEAD_CHOICES.index(16), "16")
     _set_int(page, ".mha-heads-N", 64)
     expect(caption).to_contain_text("h=16, N=64", timeout=UPDATE_TIMEOUT_MS)
     page.wait_for_timeout(300)
@@ -386,26 +403,26 @@ def test_slider_to_pixels_latency(loaded):
 
 def test_cost_and_kv_panels(loaded):
     page, _ = loaded
-    _set_selection(page, ".mha-cost-N", W.COST_NS.index(2000), "2000")
+    _set_selection(page, ".mha-cost-N", COST_NS.index(2000), "2000")
     expect(page.locator(".mha-cost-attn")).to_have_text(f"{2 * 2000**2 * 512:,}", timeout=UPDATE_TIMEOUT_MS)
     expect(page.locator(".mha-cost-proj")).to_have_text(f"{4 * 2000 * 512**2:,}")
     expect(page.locator(".mha-cost-crossover")).to_have_text(f"{2 * 512:,}")
     assert "attention-bound" in _text(page, ".mha-cost-numbers")
-    _set_selection(page, ".mha-cost-d_model", W.COST_D_MODELS.index(4096), "4096")
+    _set_selection(page, ".mha-cost-d_model", COST_D_MODELS.index(4096), "4096")
     expect(page.locator(".mha-cost-crossover")).to_have_text(f"{2 * 4096:,}", timeout=UPDATE_TIMEOUT_MS)
     assert "projection-bound" in _text(page, ".mha-cost-numbers")
     worked = _text(page, ".mha-cost-worked")
     assert f"{4 * 100 * 512**2:,}" in worked and f"{2 * 100**2 * 512:,}" in worked
 
     kv_src = page.locator("img.mha-kv-image").get_attribute("src")
-    n_kv_options = list(reversed(W.divisors(32)))  # the slider runs from n_kv = h down to 1
+    n_kv_options = list(reversed(divisors(32)))  # the slider runs from n_kv = h down to 1
     _set_selection(page, ".mha-kv-n_kv", n_kv_options.index(1), "1 (MQA)")
     expect(page.locator(".mha-kv-kind")).to_have_text("MQA", timeout=UPDATE_TIMEOUT_MS)
     expect(page.locator(".mha-kv-ratio")).to_have_text("32")
-    state = W.kv_state("large: d_model=4096, h=32, 32 layers", 1, 8192)
+    state = kv_state("large: d_model=4096, h=32, 32 layers", 1, 8192)
     assert f"{state['bytes']:,} bytes" in _text(page, ".mha-kv-bytes")
-    _set_selection(page, ".mha-kv-context", W.KV_CONTEXTS.index(131072), "131072")
-    state = W.kv_state("large: d_model=4096, h=32, 32 layers", 1, 131072)
+    _set_selection(page, ".mha-kv-context", KV_CONTEXTS.index(131072), "131072")
+    state = kv_state("large: d_model=4096, h=32, 32 layers", 1, 131072)
     expect(page.locator(".mha-kv-bytes")).to_contain_text(f"{state['bytes']:,} bytes", timeout=UPDATE_TIMEOUT_MS)
     assert page.locator("img.mha-kv-image").get_attribute("src") != kv_src
 
@@ -413,14 +430,14 @@ def test_cost_and_kv_panels(loaded):
 # -- hover and click, keyboard, screen readers ------------------------------------------------------
 
 def _show_heads(page, h: int, n: int) -> None:
-    _set_selection(page, ".mha-heads-h", W.HEAD_CHOICES.index(h), str(h))
+    _set_selection(page, ".mha-heads-h", HEAD_CHOICES.index(h), str(h))
     _set_int(page, ".mha-heads-N", n)
     expect(page.locator(".mha-heads-caption")).to_contain_text(f"h={h}, N={n}", timeout=UPDATE_TIMEOUT_MS)
     expect(page.locator(f"{HEATMAP} canvas")).to_have_count(h)
 
 
 def _causal(page) -> bool:
-    return "causal mask" in page.locator(".mha-heads-caption").inner_text()
+    return "causal mask" in page.locator(".mha-heads-caption").text_content()
 
 
 def _selected_query(page) -> str:
@@ -440,11 +457,11 @@ def test_hover_reads_the_exact_weight_and_a_click_selects_the_query(loaded):
     page, _ = loaded
     page.locator(".mha-heads-kind button", has_text="random").click()
     _show_heads(page, 4, 20)
-    labels, weights, _ = W.head_weights(4, 20, causal=_causal(page), kind="random")
+    labels, weights, _ = head_weights(4, 20, causal=_causal(page), kind="random")
     canvas = page.locator(f"{HEATMAP} canvas").nth(1)
     canvas.scroll_into_view_if_needed()
     box = canvas.bounding_box()
-    cell = 184 / 20  # heatmap.py TILE_PX over N
+    cell = (box["width"] - 64 - 4) / 20  # the map's side (heatmap.js: 64 px of labels left, 4 right) over N
     q, k = (6 if _selected_query(page).startswith("8:") else 8), 3  # a click on the outlined row clears it
     x, y = box["x"] + 64 + (k + 0.5) * cell, box["y"] + 4 + (q + 0.5) * cell  # heatmap.js LEFT, TOP
     page.mouse.move(x, y)
@@ -557,6 +574,49 @@ LAYOUT = """() => {
 }"""
 
 
+# Every label of the shape diagram (SVG <text>, and the caption) as its rendered box: any two that
+# overlap by more than half a pixel both ways, and any that sticks out of its step's picture.
+LABEL_BOXES = """(root) => {
+  const found = {labels: 0, overlaps: [], clipped: []};
+  const items = Array.from(document.querySelectorAll(root + ' text, ' + root + ' figcaption')).map(t => ({
+    text: t.textContent, r: t.getBoundingClientRect(), svg: t.closest('svg')}));
+  found.labels = items.length;
+  items.forEach((a, i) => {
+    if (a.svg) {
+      const s = a.svg.getBoundingClientRect();
+      if (a.r.left < s.left - 0.5 || a.r.right > s.right + 0.5 || a.r.top < s.top - 0.5 || a.r.bottom > s.bottom + 0.5) {
+        found.clipped.push(a.text);
+      }
+    }
+    items.slice(i + 1).forEach(b => {
+      const dx = Math.min(a.r.right, b.r.right) - Math.max(a.r.left, b.r.left);
+      const dy = Math.min(a.r.bottom, b.r.bottom) - Math.max(a.r.top, b.r.top);
+      if (dx > 0.5 && dy > 0.5) { found.overlaps.push([a.text, b.text]); }
+    });
+  });
+  return found;
+}"""
+
+
+def _shape_labels_apart(page, width: int) -> None:
+    """No label of the shape diagram overprints another or is cut off, for several settings."""
+    for B, N, d_model, h in ((2, 10, 512, 8), (4, 128, 1024, 64), (1, 1, 16, 1)):
+        _set_int(page, ".mha-shape-B", B)
+        _set_int(page, ".mha-shape-N", N)
+        _set_selection(page, ".mha-shape-h", 0, "1")  # h = 1 divides every d_model
+        _set_selection(page, ".mha-shape-d_model", SHAPE_D_MODELS.index(d_model), str(d_model))
+        _set_selection(page, ".mha-shape-h", divisors(d_model, MAX_HEADS).index(h), str(h))
+        expect(page.locator(".mha-boxes-title")).to_have_text(
+            f"B={B}, N={N}, d_model={d_model}, h={h}, d_k={d_model // h}", timeout=UPDATE_TIMEOUT_MS)
+        found = page.evaluate(LABEL_BOXES, ".mha-shape-boxes")
+        assert found["labels"] >= 3 * 14, found
+        assert found["overlaps"] == [], f"at {width} px, B={B} N={N} d_model={d_model} h={h}: {found['overlaps']}"
+        assert found["clipped"] == [], f"at {width} px, B={B} N={N} d_model={d_model} h={h}: {found['clipped']}"
+        steps = page.locator(".mha-shape-boxes svg.mha-box")
+        right = max(steps.nth(i).bounding_box()["x"] + steps.nth(i).bounding_box()["width"] for i in range(steps.count()))
+        assert right <= page.evaluate("document.documentElement.clientWidth") + 1  # every step on screen
+
+
 def _viridis_share(png_path: Path, box: dict) -> tuple[float, int]:
     """Share of the pixels inside ``box`` that are viridis colours, and how many levels appear."""
     import numpy as np
@@ -574,15 +634,22 @@ def _viridis_share(png_path: Path, box: dict) -> tuple[float, int]:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_screens_phone_tablet_desktop(loaded, width):
-    """At 390 and 768 px every control is on screen and a slider track is >= 150 px wide, the
+    """At 390, 768, 1366 and 1920 px. At 390 and 768 px every control is on screen and a slider track is >= 150 px wide, the
     controls stack, the heatmaps keep their size (one or two per row), and only figures scroll
-    sideways. Saves build/screenshots/dashboard-<width>.png (`make screenshots` copies them
+    sideways; no label of the shape diagram overprints another (their rendered boxes are measured);
+    at 1920 px the heatmaps grow. Saves build/screenshots/dashboard-<width>.png (`make screenshots` copies them
     into docs/) and checks the saved pixels: the heatmaps are there, in viridis."""
     page, rec = loaded
-    _show_heads(page, 4, 20)
-    page.locator(".mha-heads-query select").select_option(label="8: it")
     page.set_viewport_size({"width": width, "height": 900})
     page.wait_for_timeout(600)
+    _shape_labels_apart(page, width)
+    _set_int(page, ".mha-shape-B", 2)
+    _set_int(page, ".mha-shape-N", 10)
+    _set_selection(page, ".mha-shape-h", 0, "1")
+    _set_selection(page, ".mha-shape-d_model", SHAPE_D_MODELS.index(512), "512")
+    _set_selection(page, ".mha-shape-h", divisors(512, MAX_HEADS).index(8), "8")
+    _show_heads(page, 4, 20)
+    page.locator(".mha-heads-query select").select_option(label="8: it")
     layout = page.evaluate(LAYOUT)
     assert layout["page"] <= layout["vw"] + 1, f"the page scrolls sideways at {width} px"
     assert layout["scrollers"] == [], f"non-figure elements scroll sideways: {layout['scrollers']}"
@@ -590,6 +657,8 @@ def test_screens_phone_tablet_desktop(loaded, width):
         assert c["width"] > 0 and c["height"] > 0 and c["left"] >= -1 and c["right"] <= layout["vw"] + 1, c
     for canvas in layout["canvases"]:
         assert canvas["right"] <= layout["vw"] + 1 and canvas["width"] >= 184  # full-size maps, on screen
+    if width >= 1600:  # a projector: the maps are redrawn larger, at the page's --mha-scale
+        assert min(c["width"] for c in layout["canvases"]) >= 1.3 * (64 + 184 + 4) - 4
     if width < 820:
         for s_ in layout["sliders"]:
             assert s_["track"]["width"] >= 150, s_
@@ -614,6 +683,62 @@ def test_screens_phone_tablet_desktop(loaded, width):
     assert share > 0.5 and levels > 20, (share, levels)
     assert rec.errors() == []
     page.set_viewport_size({"width": 1280, "height": 1000})
+
+
+# Every control a finger can aim at, with its rendered box: buttons, dropdowns, text boxes,
+# slider handles and readouts, "spec" toggles and the start-here links. (Glossary words inside a
+# sentence are inline targets, which WCAG 2.5.8 exempts: they keep the line's height.)
+TOUCH_TARGETS = """() => Array.from(document.querySelectorAll(
+    '.mha-panel button, .mha-panel select, .mha-panel input, .mha-panel .noUi-handle, .mha-panel .widget-readout,'
+    + ' details.mha-spec summary, .mha-start a')).filter(e => e.getClientRects().length).map(e => {
+  const r = e.getBoundingClientRect();
+  return {name: (e.closest('[class*="mha-"]') || e).className.split(' ').filter(c => c.startsWith('mha-')).join(' ')
+                + ' ' + e.tagName + ' ' + (e.textContent || '').trim().slice(0, 20),
+          width: r.width, height: r.height};
+})"""
+
+
+def test_touch_at_390(browser, server):
+    """A phone with touch (pointer: coarse): every control's target is >= 44 px both ways (a slider
+    handle's included); a vertical swipe that starts on a slider's track scrolls the page and leaves
+    the value alone; a tapped heatmap cell shows its weight inside the window, and the tip closes."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True, is_mobile=True,
+                                  device_scale_factor=2)
+    page = context.new_page()
+    rec = Recorder(page)
+    page.goto(server.url)
+    wait_rendered(page)
+    assert page.evaluate("matchMedia('(pointer: coarse)').matches")
+    targets = page.evaluate(TOUCH_TARGETS)
+    assert len(targets) >= 20
+    small = [t for t in targets if t["width"] < 44 - 0.5 or t["height"] < 44 - 0.5]
+    assert small == [], f"{len(small)} of {len(targets)} touch targets under 44 px: {small[:8]}"
+    # a vertical swipe from the middle of the shape panel's N track
+    track = page.locator(".mha-shape-N .noUi-target")
+    track.scroll_into_view_if_needed()
+    page.evaluate("window.scrollBy(0, 0)")
+    before = track.bounding_box()
+    value = page.locator(".mha-shape-N .widget-readout").inner_text()
+    cdp = context.new_cdp_session(page)
+    cdp.send("Input.synthesizeScrollGesture", {"x": before["x"] + before["width"] / 2, "y": before["y"] + before["height"] / 2,
+                                               "yDistance": -250, "gestureSourceType": "touch", "speed": 600})
+    page.wait_for_timeout(800)
+    after = track.bounding_box()
+    assert after["y"] < before["y"] - 100, f"the page did not scroll: track at {before['y']:.0f} then {after['y']:.0f}"
+    assert page.locator(".mha-shape-N .widget-readout").inner_text() == value  # the value did not move
+    # a tap on a heatmap cell of the right-hand side of the screen
+    canvas = page.locator(f"{HEATMAP} canvas").first
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.touchscreen.tap(box["x"] + box["width"] - 12, box["y"] + 20)
+    tip = page.locator(".mha-heads-figure .mha-heatmap-tip")
+    expect(tip).to_be_visible()
+    assert tip.inner_text().startswith("head 0: query")
+    t = tip.bounding_box()
+    assert t["x"] >= 0 and t["x"] + t["width"] <= 390 + 0.5, t
+    expect(tip).to_be_hidden(timeout=5_000)  # closes by itself after the tap
+    assert rec.errors() == []
+    context.close()
 
 
 def timing_report() -> list[str]:
@@ -675,8 +800,8 @@ def test_server_extension_route_gets_the_same_settings(browser):
         outside = sorted({u for u in rec.requests if not is_local(u, srv.port)})
         assert outside == [], f"requests left 127.0.0.1: {outside}"
         assert rec.errors() == []
-        assert "W.shape_explorer()" not in page.content()
-        assert "mha_page" not in page.content() and page.locator(".mha-panel").count() == 4
+        assert "shape_explorer()" not in page.content()
+        assert "mha_page" not in page.content() and page.locator(".mha-panel").count() == 5
         page.close()
         assert "Kernel cap 80" in srv.log()  # mha_core.ui.serve.BoundedKernelManager is in charge
 
@@ -691,7 +816,7 @@ def test_slides_work_offline(browser):
         first = page.locator(".reveal .slides section.present:not(.stack)").inner_text()
         page.keyboard.press("ArrowRight")
         expect(page.locator(".reveal .slides section.present:not(.stack)")).not_to_have_text(first, timeout=UPDATE_TIMEOUT_MS)
-        assert "SHAPES" in page.locator(".reveal .slides section.present:not(.stack)").inner_text().upper()
+        assert "HEADS" in page.locator(".reveal .slides section.present:not(.stack)").inner_text().upper()
         page.wait_for_timeout(500)
         outside = sorted({u for u in rec.requests if not is_local(u, srv.port)})
         assert outside == [], f"requests left 127.0.0.1: {outside}"

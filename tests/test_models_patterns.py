@@ -246,3 +246,14 @@ def test_bad_arguments_name_themselves():
         P.repeat_losses(np.zeros((2, 9)), np.array([4, 4]), 1)
     with pytest.raises(TypeError, match="tokens must be a list"):
         P.punctuation_positions("a, b")
+
+
+def test_self_token_score_is_the_mean_of_the_main_diagonal():
+    n = 6
+    assert P.self_token_score(np.eye(n)[None]) == pytest.approx([1.0])  # every token on itself
+    assert P.self_token_score(np.eye(n, k=-1)[None] + np.eye(n)[None] * (np.arange(n) == 0)[:, None]) == \
+        pytest.approx([1 / n])  # previous-token head: only token 0 (no previous) on itself
+    w = softmax(np.random.default_rng(0).standard_normal((2, 3, n, n)), axis=-1)  # (2, 3, N, N)
+    np.testing.assert_allclose(P.self_token_score(w), np.diagonal(w, axis1=-2, axis2=-1).mean(-1))
+    with pytest.raises(ValueError, match="sum to 1"):
+        P.self_token_score(np.ones((n, n)))

@@ -28,18 +28,15 @@ XSS = "<img src=x onerror=alert(1)>"
 PAUSE_MS = 500
 TIMINGS: dict[str, list[float]] = {}
 
-# Records when the big map's new <img> has been decoded and painted: the HTML widget replaces
-# its whole content, so watch the container's children and decode whatever <img> is there.
+# Records when the big map has been redrawn (heatmap.js counts its draws in data-drawn) and painted.
 PAINT_PROBE = """() => {
   const box = document.querySelector('.mha-real-big');
   window.__real = {painted: 0};
   new MutationObserver(() => {
-    const img = box.querySelector('img');
-    if (!img) return;
-    img.decode().catch(() => null).then(
-      () => requestAnimationFrame(() => { window.__real.painted = performance.now(); }));
-  }).observe(box, {childList: true, subtree: true});
+    requestAnimationFrame(() => { window.__real.painted = performance.now(); });
+  }).observe(box, {attributes: true, attributeFilter: ['data-drawn']});
 }"""
+BIG = ".mha-real-big.mha-heatmap[data-drawn] canvas"
 
 
 def _models_cached() -> None:
@@ -70,7 +67,7 @@ def page(browser):
         pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))
         pg.on("pageerror", lambda e: pg.console_errors.append(str(e)))
         pg.goto(srv.url, timeout=LOAD_TIMEOUT_MS)
-        pg.wait_for_selector("img.mha-real-big-image", timeout=LOAD_TIMEOUT_MS)
+        pg.wait_for_selector(BIG, timeout=LOAD_TIMEOUT_MS)
         pg.evaluate(PAINT_PROBE)
         yield pg
         pg.close()
@@ -89,6 +86,16 @@ def _press(page, css: str, key: str) -> float:
     return page.evaluate("window.__real.painted") - t0
 
 
+def _type(page, css: str, value: int) -> None:
+    """Type ``value`` into a slider's readout and press Enter."""
+    readout = page.locator(f"{css} .widget-readout")
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type(str(value))
+    page.keyboard.press("Enter")
+    expect(readout).to_have_text(str(value), timeout=UPDATE_TIMEOUT_MS)
+
+
 def _sentence(page, text: str) -> None:
     box = page.locator(".mha-real-sentence input")
     box.fill(text)
@@ -98,11 +105,14 @@ def _sentence(page, text: str) -> None:
 def test_the_panel_draws_real_maps_with_an_honest_label(page):
     expect(_caption(page)).to_contain_text("all-MiniLM-L6-v2", timeout=UPDATE_TIMEOUT_MS)
     caption = _caption(page).inner_text()
-    assert "not quantised" in caption and "layer 0 of 6" in caption and "head 0 of 12" in caption
-    for css in ("img.mha-real-big-image", "img.mha-real-thumbs-image"):
-        img = page.locator(css)
-        assert img.evaluate("i => i.complete && i.naturalWidth") > 300
-        assert "all-MiniLM-L6-v2" in img.get_attribute("alt")
+    assert "not quantised" in caption and " of 6" in caption and " of 12" in caption
+    # it opens on the head that sends the most of "it"'s weight to "animal" (found by its score)
+    assert "'it' → animal score" in page.locator(".mha-real-about").inner_text()
+    img = page.locator("img.mha-real-thumbs-image")
+    assert img.evaluate("i => i.complete && i.naturalWidth") > 300
+    assert "all-MiniLM-L6-v2" in img.get_attribute("alt")
+    assert page.locator(BIG).count() == 1  # the chosen head, drawn in the browser
+    assert "all-MiniLM-L6-v2" in page.locator(".mha-real-big .mha-heatmap-alt").text_content()
     assert "animal" in page.locator(".mha-real-tokens").inner_text()
     assert "Traceback" not in page.inner_text("body")
 
@@ -117,6 +127,8 @@ def test_layer_and_head_switch_latency(page):
     for model, layers in (("minilm", 6), ("smollm2", 30)):
         page.locator(".mha-real-model select").select_option(label=R.MODELS[model])
         expect(_caption(page)).to_contain_text(f"of {layers}", timeout=UPDATE_TIMEOUT_MS)
+        for css in (".mha-real-layer", ".mha-real-head"):  # from layer 0, head 0: arrows have room
+            _type(page, css, 0)
         for css, name in ((".mha-real-head", "head"), (".mha-real-layer", "layer")):
             for key, kind, pause_ms in (("ArrowRight", "first view, back to back", 0),
                                         ("ArrowLeft", "revisit", 0),
@@ -151,7 +163,7 @@ def test_the_xss_sentence_renders_as_text(page):
     assert page.dialogs == []
     imgs = page.locator(".mha-real-panel img")
     classes = sorted(imgs.nth(i).get_attribute("class") for i in range(imgs.count()))
-    assert classes == ["mha-real-big-image", "mha-real-thumbs-image"]
+    assert classes == ["mha-real-thumbs-image"]
     assert page.locator("img[src='x']").count() == 0
     assert page.evaluate("document.querySelectorAll('[onerror]').length") == 0
 
@@ -174,6 +186,92 @@ def test_the_induction_demo_in_one_click(page):
     text = caption.inner_text()
     assert "SmolLM2" in text and "4-bit quantised" in text and "induction score" in text
     assert page.dialogs == [] and page.console_errors == []
+
+
+def _readout(page, css: str) -> int:
+    return int(page.locator(f"{css} .widget-readout").inner_text())
+
+
+def _pick_model(page, name: str) -> None:
+    page.locator(".mha-real-model select").select_option(label=R.MODELS[name])
+
+
+def test_switching_model_after_the_induction_demo(page):
+    """Issue 22's bug: after the demo (SmolLM2, a layer >= 6) picking MiniLM said "layer must be an
+    int in [0, 5]" and kept SmolLM2's maps under the MiniLM name. Every switch, both ways, from a
+    layer and a head the other model does not have, must show the new model at once."""
+    status = page.locator(".mha-real-panel .mha-status")
+    page.locator(".mha-real-induction").click()
+    expect(_caption(page)).to_contain_text("induction", timeout=UPDATE_TIMEOUT_MS)
+    assert _readout(page, ".mha-real-layer") >= 6  # the demo's head lies past MiniLM's last layer
+    _pick_model(page, "minilm")
+    expect(_caption(page)).to_contain_text("all-MiniLM-L6-v2", timeout=UPDATE_TIMEOUT_MS)
+    expect(status).to_have_text("")
+    assert "SmolLM2" not in _caption(page).inner_text()
+    assert _readout(page, ".mha-real-layer") <= 5
+    assert "all-MiniLM-L6-v2" in page.locator("img.mha-real-thumbs-image").get_attribute("alt")
+    # MiniLM's last head (11) does not exist in SmolLM2 (9 heads), SmolLM2's last layer (29) not in MiniLM
+    for model, layers, heads, to, to_layers, to_heads in (("minilm", 6, 12, "smollm2", 30, 9),
+                                                          ("smollm2", 30, 9, "minilm", 6, 12)):
+        _pick_model(page, model)
+        expect(_caption(page)).to_contain_text(f"of {layers}", timeout=UPDATE_TIMEOUT_MS)
+        for css, top in ((".mha-real-layer", layers - 1), (".mha-real-head", heads - 1)):
+            _type(page, css, top)  # the last layer and head of this model
+        expect(_caption(page)).to_contain_text(f"layer {layers - 1} of", timeout=UPDATE_TIMEOUT_MS)
+        _pick_model(page, to)
+        expect(_caption(page)).to_contain_text(f"of {to_layers}", timeout=UPDATE_TIMEOUT_MS)
+        expect(_caption(page)).to_contain_text(f"of {to_heads}", timeout=UPDATE_TIMEOUT_MS)
+        expect(status).to_have_text("")
+        assert _readout(page, ".mha-real-layer") <= to_layers - 1 and _readout(page, ".mha-real-head") <= to_heads - 1
+    assert page.console_errors == []
+
+
+BUSY_PROBE = """() => { window.__busy = [];
+  new MutationObserver(() => { const b = document.querySelector('.mha-real-busy .mha-busy');
+    if (b) { window.__busy.push(b.textContent); } })
+  .observe(document.querySelector('.mha-real-busy'), {childList: true, subtree: true}); }"""
+
+
+def test_guidance_patterns_overview_and_the_demos_marks(page):
+    """Issue 22: the panel leads a visitor to the heads worth seeing. A pattern button opens the head
+    with the highest score and the sentence under the map names it with the score; a click on the
+    overview opens that head; hovering the enlarged head reads a weight; the induction demo marks the
+    repeat and says "demo input"; a busy sign shows while a model runs."""
+    _pick_model(page, "minilm")
+    _sentence(page, R.EXAMPLE)
+    expect(_caption(page)).to_contain_text("all-MiniLM-L6-v2", timeout=UPDATE_TIMEOUT_MS)
+    expect(page.locator(".mha-real-tokens")).to_contain_text("animal", timeout=UPDATE_TIMEOUT_MS)
+    about = page.locator(".mha-real-about")
+    it_animal = page.locator(".mha-real-preset", has_text="animal")
+    expect(it_animal).to_be_enabled(timeout=UPDATE_TIMEOUT_MS)
+    it_animal.click()
+    expect(about).to_contain_text("'it' → animal score", timeout=UPDATE_TIMEOUT_MS)
+    page.locator(".mha-real-preset", has_text="previous token").click()
+    expect(about).to_contain_text("previous token score", timeout=UPDATE_TIMEOUT_MS)
+    # the overview: a click on the square of layer 2, head 3 opens it
+    page.locator(".mha-real-overview .mha-scoregrid-cell[data-layer='2'][data-head='3']").click()
+    expect(_caption(page)).to_contain_text("layer 2 of 6", timeout=UPDATE_TIMEOUT_MS)
+    expect(_caption(page)).to_contain_text("head 3 of 12", timeout=UPDATE_TIMEOUT_MS)
+    # hover on the enlarged head: exact weight and both tokens
+    canvas = page.locator(BIG)
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    page.mouse.move(box["x"] + 64 + 5, box["y"] + 4 + 5)
+    expect(page.locator(".mha-real-big .mha-heatmap-tip")).to_contain_text('query 0 "[CLS]" -> key 0 "[CLS]" =')
+    # a busy sign while SmolLM2 runs on a sentence it has not seen
+    page.evaluate(BUSY_PROBE)
+    _pick_model(page, "smollm2")
+    _sentence(page, "A sentence that SmolLM2 has not read yet, for the busy sign.")
+    expect(page.locator(".mha-real-tokens")).to_contain_text("busy", timeout=UPDATE_TIMEOUT_MS)
+    busy = page.evaluate("window.__busy")
+    assert any("running SmolLM2" in b for b in busy), busy
+    # the demo: the marks and "demo input"
+    page.locator(".mha-real-induction").click()
+    expect(_caption(page)).to_contain_text("demo input", timeout=UPDATE_TIMEOUT_MS)
+    assert page.locator(".mha-real-sentence input").input_value() == ""
+    assert page.locator(".mha-real-sentence input").get_attribute("placeholder").startswith("demo input")
+    expect(about).to_contain_text("where the repeat starts", timeout=UPDATE_TIMEOUT_MS)
+    assert page.console_errors == []
 
 
 def test_a_missing_model_cache_names_make_models(browser, tmp_path, monkeypatch):

@@ -39,7 +39,12 @@ class Tags(HTMLParser):
 
 
 def _page(p: R.RealHeadsPanel) -> str:
-    return "".join(w.value for w in (p.status, p.label, p.tokens_html, p.thumbs_html, p.big_html))
+    return "".join(w.value for w in (p.status, p.busy, p.label, p.tokens_html, p.thumbs_html, p.about))
+
+
+def _big(p: R.RealHeadsPanel) -> tuple:
+    """What the enlarged head last sent the page: its weights, title and description."""
+    return p.big_map.weights, p.big_map.title, p.big_map.alt
 
 
 @pytest.fixture
@@ -49,7 +54,17 @@ def load():
 
 @pytest.fixture
 def panel(load):
-    return R.RealHeadsPanel(load=load)
+    return R.RealHeadsPanel(load=load, start=None)  # opens on layer 0, head 0
+
+
+def test_the_panel_opens_on_the_head_with_the_most_weight_from_it_to_animal(load):
+    p = R.RealHeadsPanel(load=load)
+    found = p.pattern_scores(*p._view)
+    layer, head, score = R.patterns.top_heads(found["'it' → animal"], 1)[0]
+    assert (p.layer.value, p.head.value) == (layer, head) and p.pattern == "'it' → animal"
+    assert 'from "it" to "animal"' in p.about.value or "none of the measured patterns" in p.about.value
+    with pytest.raises(ValueError, match="start"):
+        R.RealHeadsPanel(load=load, start="vibes")
 
 
 def test_first_view_names_model_layer_head_and_that_the_weights_are_real(panel, load):
@@ -59,11 +74,13 @@ def test_first_view_names_model_layer_head_and_that_the_weights_are_real(panel, 
     assert "<b>layer 0</b> of 2" in caption and "<b>head 0</b> of 12" in caption
     assert "bidirectional" in caption
     imgs = [a for t, a in Tags(_page(panel)).tags if t == "img"]
-    assert [a["class"] for a in imgs] == ["mha-real-thumbs-image", "mha-real-big-image"]
-    for a in imgs:
-        assert a["src"].startswith("data:image/png;base64,") and len(a["src"]) > 1000
-        assert "layer 0" in a["alt"] and "fake minilm" in a["alt"]
-    assert "head 0" in imgs[1]["alt"] and "all 12 heads" in imgs[0]["alt"]
+    assert [a["class"] for a in imgs] == ["mha-real-thumbs-image"]
+    assert imgs[0]["src"].startswith("data:image/png;base64,") and len(imgs[0]["src"]) > 1000
+    assert "layer 0" in imgs[0]["alt"] and "fake minilm" in imgs[0]["alt"] and "all 12 heads" in imgs[0]["alt"]
+    big = panel.big_map  # the chosen head, drawn in the browser from its weights
+    n = len(load.models["minilm"].tokens(load.models["minilm"].encode(R.EXAMPLE)))
+    assert (big.h, big.n, len(big.weights)) == (1, n, n * n * 4)
+    assert "layer 0, head 0" in big.title and "fake minilm" in big.alt and "head 0" in big.alt
 
 
 def test_the_smollm2_label_says_4_bit_and_gqa(panel):
@@ -71,7 +88,7 @@ def test_the_smollm2_label_says_4_bit_and_gqa(panel):
     assert panel.head.max == 8
     caption = panel.label.value
     assert "4-bit quantised" in caption and "causal" in caption
-    assert "4-bit quantised" in Tags(panel.big_html.value).tags[0][1]["alt"]
+    assert "4-bit quantised" in panel.big_map.alt
 
 
 def test_the_xss_sentence_is_text_everywhere(panel):
@@ -80,7 +97,8 @@ def test_the_xss_sentence_is_text_everywhere(panel):
     page = _page(panel)
     tags = Tags(page).tags
     assert all(not any(k.startswith("on") for k in attrs) for _, attrs in tags)
-    assert [a.get("class") for t, a in tags if t == "img"] == ["mha-real-thumbs-image", "mha-real-big-image"]
+    assert [a.get("class") for t, a in tags if t == "img"] == ["mha-real-thumbs-image"]
+    assert XSS in panel.big_map.labels or any("<" in t for t in panel.big_map.labels)  # drawn as canvas text
     assert "&lt;img" in panel.tokens_html.value
     assert "onerror=alert(1)&gt;" in panel.tokens_html.value
 
@@ -97,10 +115,10 @@ def test_dollar_signs_and_unicode_render(panel):
     ("word " * 200, "201 tokens, over the cap of 128"),
 ])
 def test_bad_sentences_give_a_message_and_keep_the_last_maps(panel, sentence, words):
-    before = panel.big_html.value
+    before = _big(panel)
     panel.sentence.value = sentence
     assert words in panel.status.value and "mha-error" in panel.status.value
-    assert panel.big_html.value == before
+    assert _big(panel) == before
     panel.sentence.value = "back to a good one"
     assert panel.status.value == "" and "back" in panel.tokens_html.value
 
@@ -109,10 +127,10 @@ def test_layer_and_head_switches_reuse_the_forward_pass(panel, load):
     model = load.models["minilm"]
     forwards = model.forwards
     thumbs = panel.thumbs_html.value
-    big = panel.big_html.value
+    big = _big(panel)
     panel.head.value = 5
     assert panel.thumbs_html.value == thumbs  # the same layer: thumbnails untouched
-    assert panel.big_html.value != big and "<b>head 5</b>" in panel.label.value
+    assert _big(panel) != big and "<b>head 5</b>" in panel.label.value
     panel.layer.value = 1
     assert panel.thumbs_html.value != thumbs and "<b>layer 1</b>" in panel.label.value
     assert model.forwards == forwards
@@ -122,20 +140,19 @@ def test_layer_and_head_switches_reuse_the_forward_pass(panel, load):
     assert model.forwards == forwards + 1
 
 
-def test_a_revisited_layer_or_head_is_not_drawn_again(panel, monkeypatch):
+def test_a_revisited_layer_is_not_drawn_again(panel, monkeypatch):
     drawn = []
-    for grid in (panel.big, panel.thumbs):
-        render = grid.render
-        monkeypatch.setattr(grid, "render", lambda *a, _r=render, **k: drawn.append(1) or _r(*a, **k))
+    render = panel.thumbs.render
+    monkeypatch.setattr(panel.thumbs, "render", lambda *a, **k: drawn.append(1) or render(*a, **k))
     panel.head.value = 1
     panel.layer.value = 1
-    assert len(drawn) == 3  # big (0, 1); thumbs and big of layer 1
-    first = panel.big_html.value
+    assert len(drawn) == 1  # the thumbnails of layer 1
+    first = panel.thumbs_html.value
     panel.layer.value = 0
     panel.head.value = 0
     panel.head.value = 1
     panel.layer.value = 1
-    assert len(drawn) == 3 and panel.big_html.value == first
+    assert len(drawn) == 1 and panel.thumbs_html.value == first
 
 
 def test_neighbours_are_drawn_while_idle_in_an_event_loop(panel):
@@ -143,15 +160,13 @@ def test_neighbours_are_drawn_while_idle_in_an_event_loop(panel):
         panel.head.value = 3
         await asyncio.sleep(R.PREFETCH_DELAY_S + 2.0)
 
-    assert not any(k[0] == "big" and k[2:] == (0, 4) for k in panel._pictures)  # no event loop: no prefetch
+    assert not any(k[0] == "thumbs" and k[2] == 1 for k in panel._pictures)  # no event loop: no prefetch
     asyncio.run(move_and_wait())
-    drawn = {k[2:] for k in panel._pictures if k[0] == "big"}
-    assert {(0, 2), (0, 3), (0, 4), (1, 3)} <= drawn
     assert any(k[0] == "thumbs" and k[2] == 1 for k in panel._pictures)
     assert not panel._prefetching and panel._todo == []
     before = len(panel._pictures)
-    panel.head.value = 4  # prefetched: shown without drawing
-    assert len(panel._pictures) == before and "<b>head 4</b>" in panel.label.value
+    panel.layer.value = 1  # prefetched: shown without drawing
+    assert len(panel._pictures) == before and "<b>layer 1</b>" in panel.label.value
 
 
 def test_the_example_button_restores_the_example(panel):
@@ -183,12 +198,12 @@ def test_a_forged_out_of_range_head_in_the_callback_is_refused(panel):
 
 def test_a_missing_model_names_make_models():
     p = R.RealHeadsPanel(load=fake_loader(available=("minilm",)))
-    assert p.status.value == "" and p.big_html.value
+    assert p.status.value == "" and p.big_map.weights
     p.model.value = "smollm2"
     assert "make models" in p.status.value and "SmolLM2" in p.status.value
     assert p.induction_demo() is None and "make models" in p.status.value
     empty = R.RealHeadsPanel(load=fake_loader(available=()))
-    assert "make models" in empty.status.value and empty.big_html.value == ""
+    assert "make models" in empty.status.value and empty.big_map.weights == b""
 
 
 def test_the_induction_demo_finds_the_planted_head(panel, load):
@@ -205,6 +220,25 @@ def test_the_induction_demo_finds_the_planted_head(panel, load):
     assert "induction score" in panel.label.value
     panel.sentence.value = "now my own words"
     assert "induction" not in panel.label.value and "own" in panel.tokens_html.value
+
+
+@pytest.mark.parametrize("demo_first", [True, False])
+def test_a_model_switch_clamps_layer_and_head_to_the_new_model(panel, load, demo_first):
+    """Issue 22's bug: a head (or layer) the new model lacks gave "head must be an int in [0, 8]"
+    and left the old model's maps under the new name."""
+    if demo_first:
+        panel.induction_demo()  # on smollm2; then minilm's last head, which smollm2 lacks
+        panel.model.value = "minilm"
+        assert panel.status.value == "" and "fake minilm" in panel.label.value
+    panel.head.value = 11
+    panel.model.value = "smollm2"
+    assert panel.status.value == ""
+    assert (panel.head.max, panel.head.value) == (8, 8)
+    assert "fake smollm2" in panel.label.value and "<b>head 8</b> of 9" in panel.label.value
+    assert "fake smollm2" in panel.big_map.alt
+    panel.model.value = "minilm"
+    assert panel.status.value == "" and (panel.head.max, panel.head.value) == (11, 8)
+    assert "fake minilm" in panel.label.value
 
 
 def test_the_forward_cache_is_bounded(panel):
@@ -228,3 +262,61 @@ def test_constructor_arguments_are_checked(load):
         R.RealHeadsPanel(model="gpt", load=load)
     with pytest.raises(TypeError, match="sentence must be a str"):
         R.RealHeadsPanel(sentence=3, load=load)
+
+
+# -- guidance: patterns found by score, the sentence under the map, the overview, the busy sign ---
+
+def test_pattern_buttons_open_the_head_with_the_highest_score(panel):
+    """The fake model plants a previous-token head (head 0) and a first-token sink (head 1) in every
+    layer; the buttons find them by their score, not by a layer written anywhere."""
+    assert panel.show_pattern("previous token")[1:] == (0, pytest.approx(1.0))
+    assert panel.head.value == 0 and "mostly looks at the previous token" in panel.about.value
+    assert "previous token score 1.00" in panel.about.value
+    layer, head, score = panel.show_pattern("first token")
+    assert head == 1 and score == pytest.approx(1.0) and (panel.layer.value, panel.head.value) == (layer, 1)
+    assert "first token score 1.00" in panel.about.value and "first token score" in panel.overview.title
+    found = panel.pattern_scores(*panel._view)
+    best = R.patterns.top_heads(found["'it' → animal"], 1)[0]
+    assert panel.show_pattern("'it' → animal") == best
+    assert not panel.presets["'it' → animal"].disabled
+    panel.sentence.value = "no such words here"
+    assert panel.presets["'it' → animal"].disabled and "animal" in panel.presets["'it' → animal"].tooltip
+    assert panel.show_pattern("'it' → animal") is None and "animal" in panel.status.value
+    assert panel.show_pattern("vibes") is None and "pattern must be one of" in panel.status.value
+
+
+def test_a_head_without_a_clear_pattern_says_so(panel):
+    panel.layer.value, panel.head.value = 0, 5  # a random head of the fake model
+    assert "none of the measured patterns clearly" in panel.about.value and "previous token 0." in panel.about.value
+
+
+def test_a_click_on_the_overview_opens_that_head(panel):
+    assert panel.overview.layers == 2 and panel.overview.heads == 12
+    assert len(panel.overview.scores) == 2 * 12 * 4  # float32 (layers, h)
+    panel.overview.picked = [1, 7]
+    assert (panel.layer.value, panel.head.value) == (1, 7) and "<b>layer 1</b>" in panel.label.value
+    assert panel.overview.current == [1, 7]
+    with pytest.raises(Exception, match="picked"):
+        panel.overview.picked = [5, 0]  # outside the model: refused by the widget
+
+
+def test_the_induction_demo_marks_the_repeat_and_says_demo_input(panel):
+    panel.induction_demo()
+    start = 1  # the fake model's BOS before the random tokens
+    assert panel.big_map.lines == [start, start + R.INDUCTION_PERIOD]
+    assert panel.big_map.stripe[0] == [start + R.INDUCTION_PERIOD, start + 1]
+    assert len(panel.big_map.stripe) == R.INDUCTION_PERIOD
+    assert panel.sentence.value == "" and panel.sentence.placeholder.startswith("demo input")
+    assert "demo input" in panel.label.value and "induction score" in panel.about.value
+    assert "induction score" in panel.overview.title
+    panel.model.value = "minilm"  # no demo on this model: back to the reader's sentence
+    assert panel.status.value == "" and panel.sentence.value == R.EXAMPLE and "animal" in panel.tokens_html.value
+    assert panel.big_map.lines == [] and panel.big_map.stripe == []
+
+
+def test_a_busy_sign_shows_while_a_model_runs(panel, load):
+    seen = []
+    panel.busy.observe(lambda c: seen.append(c["new"]), names="value")
+    panel.sentence.value = "a sentence never run before"
+    assert any("mha-busy" in v and f"running {R.MODELS['minilm'].split(' (')[0]}" in v for v in seen)
+    assert panel.busy.value == "" and "mha-real-working" not in panel.widget._dom_classes

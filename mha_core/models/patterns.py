@@ -8,6 +8,7 @@ does exactly the pattern scores 1:
 
     previous_token_score   weight on key i-1             (Clark et al. 2019; Olsson et al. 2022)
     next_token_score       weight on key i+1             (Clark et al. 2019; 0 for a causal model)
+    self_token_score       weight on key i, the token itself
     key_score              weight on a set of keys, e.g. [CLS] (a sink; Xiao et al. 2023),
                            [SEP] or punctuation          (Clark et al. 2019)
     induction_score        on a sequence repeated with period T, weight on key i-T+1: the token
@@ -102,6 +103,20 @@ def next_token_score(weights: np.ndarray) -> np.ndarray:
     ndarray of shape (...), float64, in [0, 1]
     """
     return _diagonal_mean(_check_two_tokens(weights), 1)
+
+
+def self_token_score(weights: np.ndarray) -> np.ndarray:
+    """Mean weight of query ``i`` on key ``i`` (the token itself), over all ``N`` queries.
+
+    Parameters
+    ----------
+    weights : ndarray of shape (..., N, N)
+
+    Returns
+    -------
+    ndarray of shape (...), float64, in [0, 1]
+    """
+    return _diagonal_mean(check_weights(weights), 0)
 
 
 def key_score(weights: np.ndarray, keys: Sequence[int], *, queries: Sequence[int] | None = None) -> np.ndarray:

@@ -1,11 +1,16 @@
 """The dashboard's real-model panel: the heads of a pretrained transformer on the reader's sentence.
 
-    real_heads_panel()   model picker, sentence box, layer and head selectors -> every head of
-                         the layer as thumbnails, the chosen head enlarged; a one-click
-                         induction demo (random tokens repeated twice)
+    real_heads_panel()   model picker, sentence box, layer and head selectors -> the chosen head
+                         drawn in the browser (hover a cell for its weight, click a row for a
+                         query), one sentence naming its pattern with its score, a layers x heads
+                         overview where a click opens a head, the layer's heads as thumbnails;
+                         buttons that find the head with the highest score for a pattern
+                         (previous token, first token, itself, "it" -> "animal"), and a one-click
+                         induction demo (random tokens repeated twice, the repeat and the stripe marked)
 
 The models come from ``mha_core.models.load`` (``make models`` fetches them); the panel takes
-any ``load`` with the same interface, so the tests pass a small fake one.
+any ``load`` with the same interface, so the tests pass a small fake one. The pattern scores are
+``mha_core.models.patterns``'; no layer or head is written into this file.
 
 What the page shows is never confusable with the random or toy weights of the other panels:
 the label above the maps names the model, the layer, the head, and whether the weights are
@@ -13,14 +18,14 @@ quantised. Every token is HTML-escaped wherever it appears (the token list, the 
 ``$`` is escaped for matplotlib's text renderer, so a sentence such as
 ``<img src=x onerror=alert(1)>`` shows as text.
 
-Speed: one forward pass per (model, sentence), kept in a small cache; moving the layer or head
-only colour-maps the cached weights into ``HeadGrid``'s pre-drawn frames (tens of ms). Drawn
-pictures are kept, and while the kernel is idle the neighbouring heads and layers are drawn in
-advance, so the next step is often only a message to the page.
+Speed: one forward pass per (model, sentence), kept in a small cache, with a busy sign while it
+runs; moving the layer or head sends one (N, N) map to the page and colour-maps the cached
+weights of the layer into ``HeadGrid``'s pre-drawn thumbnail frames. Drawn thumbnails are kept,
+and while the kernel is idle the neighbouring layers are drawn in advance.
 
-Images are ``<img alt=...>`` tags inside an ``ipywidgets.HTML`` (PNG as a data URI), not
-``ipywidgets.Image``: the latter has no alt text, and a screen reader needs one. The alt text
-says what the map is and where its weight goes.
+Thumbnails are ``<img alt=...>`` tags inside an ``ipywidgets.HTML`` (PNG as a data URI), not
+``ipywidgets.Image``: the latter has no alt text, and a screen reader needs one. The alt texts
+say what each map is and where its weight goes.
 """
 
 from __future__ import annotations
@@ -40,8 +45,11 @@ import numpy as np
 
 from ..models import load as load_model
 from ..models import patterns
-from .viz import HeadGrid
-from .widgets import GuardedDropdown, GuardedIntSlider, _Guarded, _Panel
+from .controls import GuardedDropdown, GuardedIntSlider, GuardedText, Panel
+from .glossary import term
+from .head_grid import HeadGrid
+from .heatmap_widget import HeatmapGrid
+from .score_grid import ScoreGrid
 
 EXAMPLE = "The animal didn't cross the street because it was too tired."
 # Longer sentences make maps too dense to read and a SmolLM2 forward pass slow (~N^2 memory
@@ -63,9 +71,24 @@ PREFETCH_DELAY_S = 0.03
 INDUCTION_PERIOD = 20
 INDUCTION_IDS = (1_000, 20_000)
 INDUCTION_SEED = 0
-# Sizes of the two pictures (inches at HeadGrid's 80 dpi): a thumbnail per head, and the big one.
+# Size of a thumbnail (inches at HeadGrid's 80 dpi). The chosen head is drawn in the browser
+# (HeatmapGrid: hover, click, keyboard) at BIG_TILE px, growing to BIG_MAX_TILE px so that each
+# of the induction demo's 41 tokens gets its label.
 THUMB_INCHES = 1.25
-BIG_INCHES = 4.6
+BIG_TILE, BIG_MAX_TILE = 260, 520
+# The patterns the panel finds heads for, by their score (mha_core.models.patterns), and what
+# the score is. "'it' -> animal" needs both words in the sentence (the example has them).
+PATTERNS = {
+    "previous token": "its mean weight on the token just before",
+    "first token": "its mean weight on the first token",
+    "itself": "its mean weight on the token itself",
+    "'it' → animal": 'the share of the weight of "it" that goes to "animal"',
+}
+INDUCTION = "induction"
+INDUCTION_MEANING = "its mean weight on the token after the earlier copy of the current token"
+# A head "does" a pattern when its score reaches this; below it the panel says it has no single one.
+CLEAR_SCORE = 0.4
+IT_TOKENS, ANIMAL_TOKENS = ("it", "Ġit", " it"), ("animal", "Ġanimal", " animal")
 
 
 # The picker's entries (before a model is loaded); the caption uses the loaded model's own facts.
@@ -123,32 +146,34 @@ class _View:
         return f"{self.model.label.split(' (')[0]}, {'4-bit quantised' if self.model.quantised else 'fp32'}"
 
 
-class GuardedText(_Guarded, widgets.Text):
-    """``Text`` that reports refused values (a forged number instead of text) in the panel."""
-
-
 class ModelUnavailableError(RuntimeError):
     """The model's cache is missing or broken; the message names the command that fetches it."""
 
 
-class RealHeadsPanel(_Panel):
+class RealHeadsPanel(Panel):
     """Model, sentence, layer, head -> thumbnails of the layer's heads and the chosen head enlarged."""
 
     name = "real"
 
-    def __init__(self, model: str = "minilm", sentence: str = EXAMPLE, *, load: Callable | None = None):
+    def __init__(self, model: str = "minilm", sentence: str = EXAMPLE, *, load: Callable | None = None,
+                 start: str | None = "'it' → animal"):
         if model not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
         if not isinstance(sentence, str):
             raise TypeError(f"sentence must be a str, got {type(sentence).__name__}")
+        if start is not None and start not in PATTERNS:
+            raise ValueError(f"start must be None or one of {', '.join(PATTERNS)}, got {start!r}")
         super().__init__()
         self._load = load or load_model
         self._models: dict[str, object] = {}
         self._forwards: OrderedDict[tuple, tuple[list[str], np.ndarray]] = OrderedDict()
         self.thumbs = HeadGrid(panel_inches=THUMB_INCHES)
-        self.big = HeadGrid(panel_inches=BIG_INCHES, tile_titles=False)  # the title names the head
         self.mode = "sentence"  # or "induction": the demo's random tokens instead of the sentence
         self._induction: dict[tuple, tuple[np.ndarray, int]] = {}  # demo key -> (scores (layers, h), start)
+        self._scores: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()  # forward key -> pattern scores
+        self.pattern = "previous token"  # what the overview shows
+        self._view: tuple | None = None  # (forward key, labels, weights) on show
+        self._typed = sentence  # the sentence to come back to after the induction demo
 
         self.model = self._control(GuardedDropdown, "model", value=model, description="model",
                                    options=[(title, k) for k, title in MODELS.items()])
@@ -172,29 +197,50 @@ class RealHeadsPanel(_Panel):
                                                 "on SmolLM2; jump to its strongest induction head")
         self.induction.add_class("mha-real-induction")
         self.induction.on_click(lambda _b: self.induction_demo())
+        self.presets = {}
+        for name in PATTERNS:
+            button = widgets.Button(description=name, tooltip=f"open the head with the highest {name} score")
+            button.add_class("mha-real-preset")
+            button.on_click(partial(lambda name, _b: self.show_pattern(name), name))
+            self.presets[name] = button
+        self.busy = widgets.HTML()
+        self.busy.add_class("mha-real-busy")
+        self.about = widgets.HTML()
+        self.about.add_class("mha-real-about")
+        self.big_map = HeatmapGrid(tile=BIG_TILE, max_tile=BIG_MAX_TILE)  # drawn in the browser: hover, click
+        self.big_map.add_class("mha-real-big")
+        self.overview = ScoreGrid()
+        self.overview.add_class("mha-real-overview")
+        self.overview.observe(self._picked, names="picked")
         self.label = widgets.HTML()
         self.label.add_class("mha-real-label")
         self.tokens_html = widgets.HTML()
         self.tokens_html.add_class("mha-real-tokens")
         self.thumbs_html = widgets.HTML()
         self.thumbs_html.add_class("mha-real-thumbs")
-        self.big_html = widgets.HTML()
-        self.big_html.add_class("mha-real-big")
+        find = widgets.HTML("<span class='mha-real-find'>find a head that looks at:</span>")
+        side = widgets.Layout(flex="0 1 auto", max_width="min(100%, 48em)", margin="0 24px 0 0")  # map | overview
         self.widget = widgets.VBox([
             widgets.HBox([self.model, self.sentence, self.run, self.example],
                          layout=widgets.Layout(flex_flow="row wrap")),
             widgets.HBox([self.layer, self.head, self.induction], layout=widgets.Layout(flex_flow="row wrap")),
-            self.status, self.label, self.tokens_html,
-            widgets.HBox([self.big_html, self.thumbs_html], layout=widgets.Layout(flex_flow="row wrap")),
+            widgets.HBox([find, *self.presets.values()], layout=widgets.Layout(flex_flow="row wrap")),
+            self.status, self.busy, self.label, self.tokens_html,
+            widgets.HBox([widgets.VBox([self.big_map, self.about], layout=side), self.overview],
+                         layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
+            self.thumbs_html,
         ])
         self.widget.add_class("mha-real-panel")
+        self.widget.add_class("mha-panel")
         self._pictures: OrderedDict[tuple, str] = OrderedDict()  # drawn images, as <img> tags
         self._todo: list[tuple[tuple, Callable[[], str]]] = []  # pictures to draw while idle
         self._prefetching = False
-        self.refresh()
+        # open on a head worth seeing: the one with the highest `start` score (found, not written here)
+        if self.refresh() and start is not None and start in self.pattern_scores(*self._view):
+            self.show_pattern(start)
 
     def refresh(self, **overrides) -> bool:
-        """As ``_Panel.refresh``; a missing model shows only the message that names ``make models``."""
+        """As ``Panel.refresh``; a missing model shows only the message that names ``make models``."""
         try:
             self.get_model(overrides.get("model", self.model.value))
         except (ModelUnavailableError, ValueError) as err:
@@ -211,6 +257,15 @@ class RealHeadsPanel(_Panel):
         return {"model": self.model.value, "sentence": self.sentence.value, "layer": self.layer.value,
                 "head": self.head.value}
 
+    def _changed(self, change) -> None:
+        """A new model: clamp layer and head to its range first (a SmolLM2 layer 18 becomes MiniLM's
+        last layer, 5) so the check in ``_render`` sees values that exist; then redraw."""
+        if not self._syncing and change["owner"] is self.model:
+            with contextlib.suppress(ModelUnavailableError, ValueError):  # refresh() shows the message
+                m = self.get_model(self.model.value)
+                self._set_limits(m.n_layers, m.n_heads)
+        super()._changed(change)
+
     def _sentence_changed(self, _change) -> None:
         self._to_sentence()
 
@@ -224,8 +279,31 @@ class RealHeadsPanel(_Panel):
 
     def _to_sentence(self) -> None:
         if not self._syncing:
-            self.mode = "sentence"
+            self._leave_demo()
             self.refresh()
+
+    def _leave_demo(self) -> None:
+        """Back from the induction demo's input to the reader's sentence (an emptied box gets it back)."""
+        if self.mode == "induction":
+            self.mode = "sentence"
+            self._syncing = True
+            try:
+                self.sentence.placeholder = "type a sentence"
+                if not self.sentence.value.strip():
+                    self.sentence.value = self._typed
+            finally:
+                self._syncing = False
+
+    @contextlib.contextmanager
+    def _working(self, what: str):
+        """A busy sign (and the old maps dimmed) while a model loads or runs: the page shows it at once."""
+        self.busy.value = f"<span class='mha-busy' role='status'>{html.escape(what)}</span>"
+        self.widget.add_class("mha-real-working")
+        try:
+            yield
+        finally:
+            self.busy.value = ""
+            self.widget.remove_class("mha-real-working")
 
     def get_model(self, name: str):
         """The loaded model ``name`` (loaded once per panel); a readable error if its cache is missing."""
@@ -233,7 +311,8 @@ class RealHeadsPanel(_Panel):
             raise ValueError(f"model must be one of {', '.join(MODELS)}, got {name!r}")
         if name not in self._models:
             try:
-                self._models[name] = self._load(name)
+                with self._working(f"loading {MODELS[name]}..."):
+                    self._models[name] = self._load(name)
             except Exception as err:  # a missing or corrupt cache: say which command fixes it
                 raise ModelUnavailableError(f"the model {MODELS[name]} is not available here ({err}). "
                                    f"Run `make models` in the project folder to fetch it, "
@@ -249,7 +328,8 @@ class RealHeadsPanel(_Panel):
             if len(ids) > MAX_TOKENS:
                 raise ValueError(f"the sentence is {len(ids):,} tokens long; the panel shows at most "
                                  f"{MAX_TOKENS} tokens: shorten it")
-            self._remember(key, (model.tokens(ids), model.attention(ids)))
+            with self._working(f"running {MODELS[model_name].split(' (')[0]} on {len(ids)} tokens..."):
+                self._remember(key, (model.tokens(ids), model.attention(ids)))
         self._forwards.move_to_end(key)
         return self._forwards[key]
 
@@ -261,13 +341,19 @@ class RealHeadsPanel(_Panel):
         alt = f"Thumbnails of the attention maps of all {h} heads of layer {layer} of {v.model.label}, {v.what}."
         return _img_tag(png, alt, "mha-real-thumbs-image")
 
-    def _big(self, v: _View, layer: int, head: int) -> str:
-        """``<img>`` of one head, large."""
-        png = self.big.render(v.weights[layer, head][None], v.plot_labels,  # (1, N, N)
-                              title=(_plot_label(f"{v.short}: layer "), str(layer), ", head ", str(head)))
-        alt = _alt(f"{v.model.label}, {weights_note(v.model)}, layer {layer}, head {head}, "
-                   f"{v.what}{v.of_head(layer, head)}", v.labels, v.weights[layer, head])
-        return _img_tag(png, alt, "mha-real-big-image")
+    def _big(self, v: _View, layer: int, head: int) -> None:
+        """The chosen head, drawn in the browser: hover reads a weight, a click or Enter picks a query."""
+        n = len(v.labels)
+        q = self.big_map.query if self.big_map.n == n and 0 <= self.big_map.query < n else None
+        lines, stripe = [], []
+        if self.mode == "induction":  # mark where the repeat starts, and the cells an induction head lights
+            start = self._induction[(v.model.name, "induction", INDUCTION_PERIOD)][1]
+            lines = [start, start + INDUCTION_PERIOD]
+            stripe = [(i, i - INDUCTION_PERIOD + 1) for i in range(start + INDUCTION_PERIOD, start + 2 * INDUCTION_PERIOD)]
+        self.big_map.show(v.weights[layer, head][None], v.labels,  # (1, N, N)
+                          title=f"{v.short}: layer {layer}, head {head}", query=q, lines=lines, stripe=stripe)
+        self.big_map.alt = _alt(f"{v.model.label}, {weights_note(v.model)}, layer {layer}, head {head}, "
+                                f"{v.what}{v.of_head(layer, head)}", v.labels, v.weights[layer, head])
 
     def _prefetch(self, todo: list[tuple[tuple, Callable[[], str]]]) -> None:
         """Draw ``todo``'s pictures (the neighbours of the view) while the page is idle, one per turn
@@ -326,7 +412,8 @@ class RealHeadsPanel(_Panel):
                 ids = patterns.repeated_tokens(np.random.default_rng(INDUCTION_SEED), np.arange(lo, hi),
                                                INDUCTION_PERIOD, prefix=before)
                 ids = np.concatenate([ids, np.asarray(after, dtype=np.int64)])
-                weights = model.attention(ids)  # (layers, h, N, N)
+                with self._working(f"running {MODELS[model_name].split(' (')[0]} on the demo's {len(ids)} tokens..."):
+                    weights = model.attention(ids)  # (layers, h, N, N)
                 scores = patterns.induction_score(weights, INDUCTION_PERIOD, start=len(before))  # (layers, h)
                 self._remember(key, (model.tokens(ids), weights))
                 self._induction[key] = (scores, len(before))
@@ -340,11 +427,72 @@ class RealHeadsPanel(_Panel):
             self.model.value = model_name
             self._set_limits(*scores.shape)
             self.layer.value, self.head.value = best[0], best[1]
+            if self.mode != "induction":  # the box says "demo input" in place of the sentence
+                self._typed = self.sentence.value
+            self.sentence.value = ""
+            self.sentence.placeholder = (f"demo input: {INDUCTION_PERIOD} random tokens, then the same again "
+                                         "(type a sentence to leave the demo)")
         finally:
             self._syncing = False
         self.mode = "induction"
+        self.pattern = INDUCTION
         self.refresh()
         return best
+
+    # -- finding heads by their pattern -------------------------------------------------------------
+    def pattern_scores(self, fkey: tuple, labels: list[str], weights: np.ndarray) -> dict[str, np.ndarray]:
+        """Each pattern's score for every head, (layers, h) each, computed once per forward pass.
+
+        ``'it' → animal`` is there only when the input holds both words; the induction demo's
+        input adds ``induction``."""
+        if fkey not in self._scores:
+            found = {"previous token": patterns.previous_token_score(weights) if len(labels) > 1 else None,
+                     "first token": patterns.key_score(weights, [0]),
+                     "itself": patterns.self_token_score(weights)}
+            it, animal = patterns.token_positions(labels, IT_TOKENS), patterns.token_positions(labels, ANIMAL_TOKENS)
+            if it and animal:
+                found["'it' → animal"] = patterns.key_score(weights, animal, queries=it)
+            if fkey[1] == "induction":
+                found[INDUCTION] = self._induction[(fkey[0], "induction", INDUCTION_PERIOD)][0]
+            if len(self._scores) >= FORWARD_CACHE:
+                self._scores.popitem(last=False)
+            self._scores[fkey] = {k: v for k, v in found.items() if v is not None}
+        return self._scores[fkey]
+
+    def show_pattern(self, name: str) -> tuple[int, int, float] | None:
+        """Open the head with the highest ``name`` score on the current input (and show that score
+        in the overview). Returns ``(layer, head, score)``, or None with a message in the status."""
+        if name not in PATTERNS and name != INDUCTION:
+            self.show_error(f"pattern must be one of {', '.join(PATTERNS)}, got {name!r}")
+            return None
+        if self._view is None:
+            return None
+        found = self.pattern_scores(*self._view)
+        if name not in found:
+            self.show_error(f"this input has no {name} to measure: the example sentence has "
+                            "\"it\" and \"animal\"" if name == "'it' → animal" else f"no {name} score here")
+            return None
+        best = patterns.top_heads(found[name], 1)[0]
+        self.pattern = name
+        self._syncing = True
+        try:
+            self.layer.value, self.head.value = best[0], best[1]
+        finally:
+            self._syncing = False
+        self.refresh()
+        return best
+
+    def _picked(self, change) -> None:
+        """A click (or Enter) on a square of the overview: open that head."""
+        layer, head = change["new"]
+        if layer < 0 or (layer, head) == (self.layer.value, self.head.value):
+            return
+        self._syncing = True
+        try:
+            self.layer.value, self.head.value = layer, head
+        finally:
+            self._syncing = False
+        self.refresh()
 
     # -- drawing ---------------------------------------------------------------------------------
     def _set_limits(self, n_layers: int, h: int) -> None:
@@ -365,7 +513,10 @@ class RealHeadsPanel(_Panel):
         if self.mode == "induction":
             key = (model, "induction", INDUCTION_PERIOD)
             if key not in self._forwards:  # the model changed since the demo: back to the sentence
-                self.mode = "sentence"
+                self._leave_demo()
+                sentence = self.sentence.value
+                if self.pattern == INDUCTION:
+                    self.pattern = "previous token"
         if self.mode == "induction":
             labels, weights = self._forwards[key]
             self._forwards.move_to_end(key)
@@ -391,22 +542,65 @@ class RealHeadsPanel(_Panel):
         kv = f" (reads key/value head {head // (h // n_kv)} of {n_kv}: GQA)" if n_kv < h else ""
         view = _View(m, labels, [_plot_label(t) for t in labels], weights, what, of_head)
         fkey = (model, self.mode, sentence if self.mode == "sentence" else INDUCTION_PERIOD)
+        self._view = (fkey, labels, weights)
         self.thumbs_html.value = self._picture(("thumbs", fkey, layer), lambda: self._thumbs(view, layer))
-        self.big_html.value = self._picture(("big", fkey, layer, head), lambda: self._big(view, layer, head))
-        self._prefetch([(("big", fkey, ly, hd), partial(self._big, view, ly, hd))
-                        for ly, hd in ((layer, head + 1), (layer, head - 1), (layer + 1, head), (layer - 1, head))
-                        if 0 <= ly < n_layers and 0 <= hd < h]
-                       + [(("thumbs", fkey, ly), partial(self._thumbs, view, ly))
-                          for ly in (layer + 1, layer - 1) if 0 <= ly < n_layers])
+        self._big(view, layer, head)
+        self._prefetch([(("thumbs", fkey, ly), partial(self._thumbs, view, ly))
+                        for ly in (layer + 1, layer - 1) if 0 <= ly < n_layers])
+        found = self.pattern_scores(fkey, labels, weights)
+        self._show_overview(fkey, found, view.short, layer, head)
+        self.about.value = _about(found, layer, head, self.mode == "induction", self.pattern)
+        for name, button in self.presets.items():
+            button.disabled = name not in found
+            button.tooltip = (f"open the head with the highest {name} score" if name in found
+                              else 'needs the words "it" and "animal" in the sentence (try the example sentence)')
         weights_said = weights_note(m)
+        short = (f"<b>{html.escape(view.short.split(',')[0])}</b>, real weights, "
+                 f"{'4-bit quantised' if m.quantised else 'not quantised'} &middot; <b>layer {layer}</b> of {n_layers}"
+                 f" &middot; <b>head {head}</b> of {h}"
+                 + (f" &middot; demo input, induction score {scores[layer, head]:.2f}" if self.mode == "induction" else ""))
         self.label.value = (
-            f"<div class='mha-real-caption'><b>{html.escape(m.label)}</b>: <b>{html.escape(weights_said)}</b>"
-            f" &middot; <b>layer {layer}</b> of {n_layers} (counted from 0) &middot; <b>head {head}</b> of {h}{kv}"
-            f" &middot; {'causal' if m.causal else 'bidirectional'} &middot; {html.escape(what + of_head(layer, head))}. "
-            f"Row = query token, column = key token; each row sums to 1.</div>")
+            f"<div class='mha-real-caption'>{short}<details class='mha-spec'><summary>spec</summary>"
+            f"<b>{html.escape(m.label)}</b>: {html.escape(weights_said)} &middot; layers and heads counted from 0"
+            f"{kv} &middot; {term('causal') if m.causal else term('bidirectional')} &middot; "
+            f"{html.escape(what + of_head(layer, head))}. Row = query token, column = key token; each row sums "
+            "to 1.</details></div>")
         self.tokens_html.value = ("<div class='mha-real-token-list' style='overflow-wrap:anywhere'>tokens: "
                                   + " ".join(f"<code>{i}:{html.escape(t)}</code>" for i, t in enumerate(labels))
                                   + "</div>")
+
+    def _show_overview(self, fkey: tuple, found: dict[str, np.ndarray], short: str, layer: int, head: int) -> None:
+        """The layers x heads overview of the current pattern's score; only the outline moves with the head."""
+        pattern = self.pattern if self.pattern in found else "previous token"
+        if (fkey, pattern) != getattr(self, "_overview_shows", None):
+            self.overview.show(np.clip(found[pattern], 0, 1), current=(layer, head), what=f"{pattern} score",
+                               title=f"Every layer and head of {short}, coloured by its {pattern} score "
+                                     "(yellow = high). Click a square to open that head.")
+            self._overview_shows = (fkey, pattern)
+        else:
+            self.overview.current = [layer, head]
+
+
+def _about(found: dict[str, np.ndarray], layer: int, head: int, demo: bool, chosen: str = "") -> str:
+    """One sentence under the map: the chosen head's pattern, with its score (or that it has none);
+    and the score of the pattern the reader ``chosen`` to find heads by, when that is another."""
+    scores = {name: float(found[name][layer, head]) for name in found}
+    if demo:
+        s = scores[INDUCTION]
+        return (f"<p class='mha-real-about-text'>Layer {layer}, head {head}: induction score {s:.2f}, "
+                f"{INDUCTION_MEANING}. Dashed lines: where the repeat starts; orange squares: the stripe an "
+                f"induction head lights up (each token of the repeat looking at the token after its first copy).</p>")
+    name = max(scores, key=scores.get)
+    phrase = {"previous token": "the previous token", "first token": "the first token",
+              "itself": "each token itself", "'it' → animal": 'from "it" to "animal"'}[name]
+    also = (f" Its {chosen} score is {scores[chosen]:.2f} ({PATTERNS[chosen]})."
+            if chosen in PATTERNS and chosen in scores and chosen != name else "")
+    if scores[name] >= CLEAR_SCORE:
+        return (f"<p class='mha-real-about-text'>Layer {layer}, head {head} mostly looks at {phrase}: "
+                f"{name} score {scores[name]:.2f} ({PATTERNS[name]}).{also}</p>")
+    listed = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
+    return (f"<p class='mha-real-about-text'>Layer {layer}, head {head} shows none of the measured patterns clearly "
+            f"(scores: {listed}); its weight is spread or follows something else.</p>")
 
 
 def _alt(what: str, labels: list[str], w: np.ndarray) -> str:

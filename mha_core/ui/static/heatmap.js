@@ -3,18 +3,20 @@
 //
 // Model traits: weights (float32 bytes, shape (h, N, N), row = query, column = key), h, n,
 // labels (N str), title, query (-1 or the outlined row), lut (256 RGB bytes of the colormap),
-// gamma (colour = weight ** gamma), alt (the figure's description), tile (px of one map).
+// gamma (colour = weight ** gamma), alt (the figure's description), tile and max_tile (px of one
+// map: 12 px a token between the two), lines and stripe (marks: see draw).
 //
-// Pointer: hovering a cell shows "head i: query q 'tok' -> key k 'tok' = weight"; clicking a
+// Pointer: hovering a cell (or tapping it, for 1.5 s) shows "head i: query q 'tok' -> key k 'tok' = weight"; clicking a
 // row selects that query (sets `query`, the kernel answers with the outlined row).
 // Keyboard: each head is a tab stop; arrow keys move a cell cursor (announced through an
 // aria-live region), Enter or Space selects the cursor's row as the query, Escape clears it.
 
-const LEFT = 64;     // px for the query labels
-const BOTTOM = 56;   // px for the key labels (rotated)
-const TOP = 4;
-const LABEL_PX = 11; // least vertical distance between two labels
-const FONT = "11px sans-serif";
+// Sizes in CSS px at --mha-scale 1: 64 px left of a map for the query labels, 56 px below it
+// for the (rotated) key labels, 4 px above it; labels at least 11 px apart, in an 11 px font.
+const FONT_PX = 11;
+// The page may ask for larger maps (a projector): the CSS variable --mha-scale (1 by default)
+// multiplies every size above, and the canvases are redrawn at that size, never stretched.
+const TAP_TIP_MS = 1500; // after a tap, the tip stays this long
 
 function floats(model) {
   const dv = model.get("weights");
@@ -78,10 +80,28 @@ function render({ model, el }) {
     legend.append(lo, bar, hi);
   }
 
+  // A map's side: 12 px a token (every label fits) between `tile` and `max_tile`, times the page's
+  // scale, and never wider than the room the page gives it.
+  function side(n, k) {
+    const want = Math.min(Math.max(model.get("tile"), n * 12), Math.max(model.get("tile"), model.get("max_tile"))) * k;
+    const room = (frame() ? frame().clientWidth : 0) - 64 * k - 12;
+    if (room <= 0) { return Math.round(want); }  // not laid out yet: the ResizeObserver below redraws
+    return Math.round(Math.min(want, Math.max(room, model.get("tile") * k)));
+  }
+
+  // What bounds the maps' width: the panel (its width does not depend on the maps), else the parent.
+  function frame() { return el.closest(".mha-panel") || el.parentElement; }
+
+  function scale() {
+    return parseFloat(getComputedStyle(el).getPropertyValue("--mha-scale")) || 1;
+  }
+
   function drawHead(canvas, head) {
     const n = model.get("n");
     const labels = model.get("labels");
-    const S = model.get("tile");
+    const k = scale();
+    const LEFT = 64 * k, BOTTOM = 56 * k, TOP = 4 * k, LABEL_PX = 11 * k;
+    const S = side(n, k);
     const lut = lutOf(model);
     const gamma = model.get("gamma");
     const query = model.get("query");
@@ -111,7 +131,7 @@ function render({ model, el }) {
     ctx.imageSmoothingEnabled = false;
     ctx.drawImage(off, LEFT, TOP, S, S);
     const cell = S / n;
-    ctx.font = FONT;
+    ctx.font = `${FONT_PX * k}px sans-serif`;
     ctx.fillStyle = "#1a1a1a";
     const step = Math.max(1, Math.ceil(LABEL_PX / cell));
     ctx.textAlign = "right";
@@ -125,6 +145,20 @@ function render({ model, el }) {
       ctx.rotate(-Math.PI / 2);
       ctx.fillText(labels[t], 0, 0);
       ctx.restore();
+    }
+    ctx.setLineDash([5, 3]);  // marks: a dashed line before each position of `lines`, both axes
+    ctx.strokeStyle = "#ffffff";
+    ctx.lineWidth = 1.5;
+    for (const p of model.get("lines")) {
+      ctx.beginPath();
+      ctx.moveTo(LEFT + p * cell, TOP); ctx.lineTo(LEFT + p * cell, TOP + S);
+      ctx.moveTo(LEFT, TOP + p * cell); ctx.lineTo(LEFT + S, TOP + p * cell);
+      ctx.stroke();
+    }
+    ctx.setLineDash([]);
+    ctx.strokeStyle = "#ff7f0e";  // the stripe's cells, outlined
+    for (const [q, kk] of model.get("stripe")) {
+      ctx.strokeRect(LEFT + kk * cell + 0.75, TOP + q * cell + 0.75, cell - 1.5, cell - 1.5);
     }
     if (query >= 0 && query < n) {
       ctx.strokeStyle = "#e7298a";
@@ -141,25 +175,32 @@ function render({ model, el }) {
   function cellAt(canvas, event) {
     const r = canvas.getBoundingClientRect();
     const n = model.get("n");
-    const S = model.get("tile");
+    const k = scale(), LEFT = 64 * k, TOP = 4 * k;
+    const S = side(n, k);
     const x = event.clientX - r.left - LEFT, y = event.clientY - r.top - TOP;
     if (x < 0 || y < 0 || x >= S || y >= S) { return null; }
     return [Math.min(n - 1, Math.floor((y / S) * n)), Math.min(n - 1, Math.floor((x / S) * n))];
   }
 
+  // The tip stays inside the window: it opens to the left of the pointer near the right edge,
+  // and wraps on a screen narrower than its text.
   function showTip(text, canvas, event) {
+    clearTimeout(hideTimer);
     tip.textContent = text;
     tip.style.visibility = "visible";
-    if (event) {
-      const box = el.getBoundingClientRect();
-      tip.style.left = Math.min(event.clientX - box.left + 12, Math.max(0, el.clientWidth - 260)) + "px";
-      tip.style.top = event.clientY - box.top + 14 + "px";
-    } else {
-      const r = canvas.getBoundingClientRect(), box = el.getBoundingClientRect();
-      tip.style.left = r.left - box.left + "px";
-      tip.style.top = r.bottom - box.top + "px";
-    }
+    const box = el.getBoundingClientRect(), vw = document.documentElement.clientWidth;
+    const r = canvas.getBoundingClientRect();
+    const x = event ? event.clientX + 12 : r.left, y = event ? event.clientY + 14 : r.bottom;
+    tip.style.left = "0px";
+    const w = tip.offsetWidth;
+    let left = x + w > vw - 4 ? (event ? event.clientX - 12 - w : vw - 4 - w) : x;
+    left = Math.max(4, left);
+    tip.style.left = left - box.left + "px";
+    tip.style.top = y - box.top + "px";
   }
+
+  let hideTimer = 0;
+  function hideTip() { clearTimeout(hideTimer); tip.style.visibility = "hidden"; }
 
   function selectQuery(q) {
     model.set("query", model.get("query") === q ? -1 : q);
@@ -178,16 +219,26 @@ function render({ model, el }) {
         const fig = document.createElement("figure");
         fig.className = "mha-head";
         const cap = document.createElement("figcaption");
+        cap.style.paddingLeft = 64 * scale() + "px";
         cap.textContent = `head ${head}`;
         const canvas = document.createElement("canvas");
         canvas.tabIndex = 0;
         canvas.setAttribute("role", "img");
         canvas.dataset.head = String(head);
-        canvas.addEventListener("mousemove", (e) => {
+        canvas.addEventListener("pointermove", (e) => {
+          if (e.pointerType === "touch") { return; }  // a tap is handled on pointerup
           const c = cellAt(canvas, e);
-          if (c) { showTip(describe(head, c[0], c[1]), canvas, e); } else { tip.style.visibility = "hidden"; }
+          if (c) { showTip(describe(head, c[0], c[1]), canvas, e); } else { hideTip(); }
         });
-        canvas.addEventListener("mouseleave", () => { tip.style.visibility = "hidden"; });
+        canvas.addEventListener("pointerleave", (e) => { if (e.pointerType !== "touch") { hideTip(); } });
+        // a tap: the tip reads the tapped cell, then closes by itself (no mouseleave comes on touch)
+        canvas.addEventListener("pointerup", (e) => {
+          if (e.pointerType !== "touch") { return; }
+          const c = cellAt(canvas, e);
+          if (c) { showTip(describe(head, c[0], c[1]), canvas, e); }
+          clearTimeout(hideTimer);
+          hideTimer = setTimeout(hideTip, TAP_TIP_MS);
+        });
         canvas.addEventListener("click", (e) => {
           const c = cellAt(canvas, e);
           if (c) { selectQuery(c[0]); }
@@ -195,7 +246,7 @@ function render({ model, el }) {
         canvas.addEventListener("focus", () => {  // by keyboard only: a click focuses too
           if (canvas.matches(":focus-visible")) { drawHead(canvas, head); showTip(describe(head, cursor[0], cursor[1]), canvas); }
         });
-        canvas.addEventListener("blur", () => { drawHead(canvas, head); tip.style.visibility = "hidden"; });
+        canvas.addEventListener("blur", () => { drawHead(canvas, head); hideTip(); });
         canvas.addEventListener("keydown", (e) => {
           const n = model.get("n");
           const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
@@ -220,20 +271,36 @@ function render({ model, el }) {
     }
     const n = model.get("n");
     cursor = [Math.min(cursor[0], n - 1), Math.min(cursor[1], n - 1)];
+    grid.querySelectorAll("figcaption").forEach((cap) => { cap.style.paddingLeft = 64 * scale() + "px"; });
     grid.querySelectorAll("canvas").forEach((canvas, head) => {
       canvas.setAttribute("aria-label", `head ${head} of ${h}. Arrow keys read the weights, Enter selects the query row.`);
       drawHead(canvas, head);
     });
+    drawnSide = side(model.get("n"), scale());
     el.dataset.drawn = String((Number(el.dataset.drawn) || 0) + 1);
   }
 
+  let drawnSide = 0;
   drawLegend();
   build();
+  // the window crossed a size where the page scales the maps (e.g. onto a projector): redraw
+  // and when the room the page gives the maps changes (first layout, a rotated phone), so that the
+  // maps are drawn for the width they get
+  let drawnScale = scale();
+  const onResize = () => {
+    const k = scale(), S = side(model.get("n"), k);
+    if (k !== drawnScale || S !== drawnSide) { drawnScale = k; drawnSide = S; build(); }
+  };
+  window.addEventListener("resize", onResize);
+  const watcher = new ResizeObserver(onResize);
+  requestAnimationFrame(() => { if (frame()) { watcher.observe(frame()); } });
   model.on("change:weights", build);
   model.on("change:query", build);
+  model.on("change:stripe", build);
   model.on("change:lut", drawLegend);
   // a click sets `query` here first, so the kernel's answer may change only the description
   model.on("change:alt", () => { desc.textContent = model.get("alt"); });
+  return () => { window.removeEventListener("resize", onResize); watcher.disconnect(); };
 }
 
 export default { render };

@@ -20,12 +20,15 @@ import numpy as np
 import traitlets
 from matplotlib import colormaps
 
-from .viz import CMAP, WEIGHT_GAMMA, _check_weights
+from .viz import CMAP, WEIGHT_GAMMA, check_weights
 
 STATIC = Path(__file__).parent / "static"
 # Side of one head's map in CSS pixels: 16 heads of 64 tokens stay 2.9 px per token, and one
 # map with its labels (~250 px) fits a 390 px phone.
 TILE_PX = 184
+# 24 tokens at 12 px each: the demo sentence labelled token by token, and still 356 px wide with
+# its labels on a 390 px phone.
+MAX_TILE_PX = 288
 
 
 def _lut() -> bytes:
@@ -51,7 +54,7 @@ def heatmap_alt_text(weights: np.ndarray, labels: Sequence[str], *, title: str =
     str, e.g. ``"Attention heatmaps, one per head (h=2, N=5) ... head 0: strongest weight 0.41,
     query 3 'it' to key 1 'animal'; ..."``
     """
-    weights, labels = _check_weights(weights, labels)
+    weights, labels = check_weights(weights, labels)
     h, n, _ = weights.shape
     if query is not None and not (isinstance(query, (int, np.integer)) and 0 <= query < n):
         raise ValueError(f"query must be None or an int in [0, {n - 1}], got {query!r}")
@@ -87,6 +90,13 @@ class HeatmapGrid(anywidget.AnyWidget):
     lut = traitlets.Bytes(_lut()).tag(sync=True)
     gamma = traitlets.Float(WEIGHT_GAMMA).tag(sync=True)
     tile = traitlets.Int(TILE_PX).tag(sync=True)
+    # Maps grow with N up to this side, so that every token gets a label (12 px a token), as far
+    # as the page's width allows; past it, labels are thinned.
+    max_tile = traitlets.Int(MAX_TILE_PX).tag(sync=True)
+    # Marks drawn over every map: a dashed line before each of these token positions (on both
+    # axes), and an outline on each (query, key) cell of ``stripe``.
+    lines = traitlets.List(traitlets.Int()).tag(sync=True)
+    stripe = traitlets.List(traitlets.List(traitlets.Int(), minlen=2, maxlen=2)).tag(sync=True)
 
     @traitlets.validate("query")
     def _valid_query(self, proposal):
@@ -96,14 +106,23 @@ class HeatmapGrid(anywidget.AnyWidget):
         return q
 
     def show(self, weights: np.ndarray, labels: Sequence[str], *, title: str = "",
-             query: int | None = None) -> None:
-        """Send new weights (h, N, N), labels, title and outlined query row in one message."""
-        weights, labels = _check_weights(weights, labels)
+             query: int | None = None, lines: Sequence[int] = (), stripe: Sequence[tuple[int, int]] = ()) -> None:
+        """Send new weights (h, N, N), labels, title, outlined query row and marks in one message.
+
+        ``lines``: token positions to mark with a dashed line on both axes; ``stripe``: (query,
+        key) cells to outline (the induction demo marks the repeat's start and its stripe).
+        """
+        weights, labels = check_weights(weights, labels)
         h, n, _ = weights.shape
         q = -1 if query is None else int(query)
         if not -1 <= q < n:
             raise ValueError(f"query must be None or in [0, {n - 1}], got {query!r}")
+        lines = [int(p) for p in lines]
+        stripe = [[int(a), int(b)] for a, b in stripe]
+        if any(not 0 <= p < n for p in lines) or any(not (0 <= a < n and 0 <= b < n) for a, b in stripe):
+            raise ValueError(f"lines and stripe must be token positions in [0, {n - 1}], got {lines} and {stripe}")
         with self.hold_sync():
+            self.lines, self.stripe = lines, stripe
             self.h, self.n = h, n
             self.labels = list(labels)
             self.title = title
