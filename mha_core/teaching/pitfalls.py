@@ -24,7 +24,7 @@ import numpy as np
 
 from ..core._checks import check_float_array, check_mask, check_positive_int
 from ..core.attention import scaled_dot_product_attention
-from ..core.heads import merge_heads
+from ..core.heads import merge_heads, split_heads
 from ..core.masks import causal_mask
 from ..core.mha import _validate, head_outputs
 from ..core.softmax import softmax
@@ -33,7 +33,11 @@ __all__ = [
     "PITFALLS",
     "Pitfall",
     "attention_entropy",
+    "attention_ignoring_mask",
     "attention_mask_after_softmax",
+    "attention_mask_by_multiplying",
+    "attention_mask_inverted",
+    "attention_scaled_by_d_k",
     "attention_scaled_by_sqrt_d_model",
     "attention_softmax_over_queries",
     "attention_without_scale",
@@ -41,6 +45,9 @@ __all__ = [
     "causal_mask_upper",
     "causal_mask_without_diagonal",
     "merge_heads_without_transpose",
+    "multi_head_attention_merge_without_transpose",
+    "multi_head_attention_split_without_transpose",
+    "multi_head_attention_transposed_weights",
     "multi_head_attention_without_transpose",
     "multi_head_attention_without_w_o",
     "softmax_over_queries",
@@ -168,6 +175,105 @@ def attention_mask_after_softmax(q, k, v, mask=None) -> tuple[np.ndarray, np.nda
     weights = softmax(scores, axis=-1)  # (..., N_q, N_k), every key including the future
     if mask is not None:
         weights = np.where(mask, weights, 0.0).astype(q.dtype)  # (..., N_q, N_k)  <- the error
+    return weights @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
+
+
+def attention_scaled_by_d_k(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """WRONG: divides the logits by ``d_k`` instead of ``sqrt(d_k)``.
+
+    The logits' standard deviation grows like ``sqrt(d_k)`` (a sum of ``d_k`` unit terms), so
+    ``sqrt(d_k)`` brings it back to 1; dividing by ``d_k`` shrinks it to ``1/sqrt(d_k)`` and the
+    weights drift towards uniform as heads get wider.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional. True = may attend.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v)
+    weights : ndarray of shape (..., N_q, N_k)
+    """
+    q, k, v = _check_qkv(q, k, v, mask)
+    scores = q @ np.swapaxes(k, -1, -2) / q.shape[-1]  # (..., N_q, N_k)  <- the error: / d_k
+    weights = softmax(scores, axis=-1, mask=mask)  # (..., N_q, N_k)
+    return weights @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
+
+
+def attention_ignoring_mask(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """WRONG: accepts a mask and never uses it, so every query reads every key (the future too).
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional. Validated, then ignored.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v)
+    weights : ndarray of shape (..., N_q, N_k); blocked keys get weight too.
+    """
+    q, k, v = _check_qkv(q, k, v, mask)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., N_q, N_k)
+    weights = softmax(scores, axis=-1)  # (..., N_q, N_k)  <- the error: mask never applied
+    return weights @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
+
+
+def attention_mask_inverted(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """WRONG: reads the mask in PyTorch's boolean convention, True = blocked.
+
+    ``torch.nn.MultiheadAttention``'s boolean ``attn_mask`` marks the positions NOT allowed;
+    ``mha_core`` (like ``torch.nn.functional.scaled_dot_product_attention``) marks the allowed
+    ones. Read the wrong way, a causal mask lets each query see only the future, and the last
+    query sees nothing: its row of weights is all zeros here (NaN in a plain ``-inf`` softmax).
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional. True = may attend.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v)
+    weights : ndarray of shape (..., N_q, N_k)
+    """
+    q, k, v = _check_qkv(q, k, v, mask)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., N_q, N_k)
+    blocked = None if mask is None else ~np.asarray(mask)  # <- the error: True read as "blocked"
+    weights = softmax(scores, axis=-1, mask=blocked)  # (..., N_q, N_k)
+    return weights @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
+
+
+def attention_mask_by_multiplying(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """WRONG: multiplies the scores by the mask, so a blocked logit becomes 0 instead of -inf.
+
+    ``exp(0) = 1``: a blocked key still gets a share of the weight, as much as a key whose
+    score happened to be 0.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional. True = may attend.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v)
+    weights : ndarray of shape (..., N_q, N_k); blocked keys get weight.
+    """
+    q, k, v = _check_qkv(q, k, v, mask)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., N_q, N_k)
+    if mask is not None:
+        scores = scores * mask  # (..., N_q, N_k)  <- the error: blocked logits 0, not -inf
+    weights = softmax(scores, axis=-1)  # (..., N_q, N_k)
     return weights @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
 
 
@@ -345,12 +451,24 @@ def multi_head_attention_without_w_o(x, params, n_heads, *, causal: bool = False
     return merge_heads(heads)  # (..., N, h*d_v)  <- the error: no @ params["W_O"]
 
 
+def _layer_without_transpose(x, params, n_heads, causal: bool, *, split: bool, merge: bool) -> np.ndarray:
+    """The layer with the split (``split=True``) and/or the merge (``merge=True``) done by one reshape."""
+    if any(name.startswith("b_") for name in params):
+        raise ValueError("params must have no biases for the without-transpose pitfalls")
+    _validate(x, params, n_heads, x_kv=None, mask=None, causal=causal, n_kv_heads=None, head_mask=None, max_bytes=None)
+    split_fn = split_heads_without_transpose if split else split_heads
+    q, k, v = (split_fn(x @ params[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)
+    mask = causal_mask(x.shape[-2]) if causal else None  # (N, N)
+    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (..., h, N, d_v)
+    merge_fn = merge_heads_without_transpose if merge else merge_heads
+    return merge_fn(heads) @ params["W_O"]  # (..., N, h*d_v) @ (h*d_v, d_model) -> (..., N, d_model)
+
+
 def multi_head_attention_without_transpose(x, params, n_heads, *, causal: bool = False) -> np.ndarray:
     """WRONG: the layer with ``split_heads_without_transpose`` and ``merge_heads_without_transpose``.
 
     Every shape is right, so nothing fails; but each "head" mixes rows of different tokens, and
     the merge scatters them back to the wrong places. With ``h = 1`` the two mistakes vanish.
-    Not in ``PITFALLS``: it is the whole-layer view of ``split_without_transpose``.
 
     Parameters
     ----------
@@ -364,13 +482,62 @@ def multi_head_attention_without_transpose(x, params, n_heads, *, causal: bool =
     -------
     ndarray of shape (..., N, d_model)
     """
+    return _layer_without_transpose(x, params, n_heads, causal, split=True, merge=True)  # <- the error, twice
+
+
+def multi_head_attention_split_without_transpose(x, params, n_heads, *, causal: bool = False) -> np.ndarray:
+    """WRONG: the layer whose split is one reshape (no transpose) while its merge is right.
+
+    Parameters and result as ``multi_head_attention_without_transpose``.
+    """
+    return _layer_without_transpose(x, params, n_heads, causal, split=True, merge=False)  # <- the error
+
+
+def multi_head_attention_merge_without_transpose(x, params, n_heads, *, causal: bool = False) -> np.ndarray:
+    """WRONG: the layer whose merge is one reshape (no transpose) while its split is right.
+
+    Parameters and result as ``multi_head_attention_without_transpose``.
+    """
+    return _layer_without_transpose(x, params, n_heads, causal, split=False, merge=True)  # <- the error
+
+
+def multi_head_attention_transposed_weights(x, params, n_heads, *, causal: bool = False,
+                                            transposed=("W_Q", "W_K", "W_V", "W_O")) -> np.ndarray:
+    """WRONG: ``x @ W.T`` instead of ``x @ W`` for the weights named in ``transposed`` (default all four).
+
+    ``mha_core`` stores ``W_Q`` as ``(d_model, h*d_k)`` and computes ``Q = X @ W_Q``; PyTorch's
+    ``nn.Linear`` stores the transpose, ``(out, in)``, and computes ``X @ W.T``. With square
+    weights both shapes fit, so nothing fails and every number is wrong.
+
+    Parameters
+    ----------
+    x : ndarray of shape (N, d_model) or (B, N, d_model)
+    params : dict of weights from ``init_params`` (no biases, ``n_kv = h``, so every weight is square)
+    n_heads : int
+        ``h``.
+    causal : bool, default False
+    transposed : iterable of str, default all four
+        Which of ``"W_Q", "W_K", "W_V", "W_O"`` are used transposed.
+
+    Returns
+    -------
+    ndarray of shape (..., N, d_model)
+    """
+    names = ("W_Q", "W_K", "W_V", "W_O")
+    transposed = tuple(transposed)
+    if not set(transposed) <= set(names):
+        raise ValueError(f"transposed must name weights among {names}, got {transposed!r}")
     if any(name.startswith("b_") for name in params):
-        raise ValueError("params must have no biases for multi_head_attention_without_transpose")
+        raise ValueError("params must have no biases for multi_head_attention_transposed_weights")
     _validate(x, params, n_heads, x_kv=None, mask=None, causal=causal, n_kv_heads=None, head_mask=None, max_bytes=None)
-    q, k, v = (split_heads_without_transpose(x @ params[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)  <- the error
+    for name in names:
+        if params[name].shape[0] != params[name].shape[1]:
+            raise ValueError(f"params[{name!r}] must be square to be used transposed, got shape {params[name].shape}")
+    W = {name: params[name].T if name in transposed else params[name] for name in names}  # <- the error
+    q, k, v = (split_heads(x @ W[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)
     mask = causal_mask(x.shape[-2]) if causal else None  # (N, N)
     heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (..., h, N, d_v)
-    return merge_heads_without_transpose(heads) @ params["W_O"]  # (..., N, h*d_v) @ (h*d_v, d_model)  <- the error
+    return merge_heads(heads) @ W["W_O"]  # (..., N, h*d_v) @ (h*d_v, d_model) -> (..., N, d_model)
 
 
 # --------------------------------------------------------------------------- measuring damage
@@ -487,6 +654,52 @@ _ALL = (
         "no_output_projection", multi_head_attention_without_w_o, "multi_head_attention",
         "the concat without W_O",
         "W_O is the only place the heads mix; without it output block i is head i alone",
+    ),
+    Pitfall(
+        "scale_d_k", attention_scaled_by_d_k, "scaled_dot_product_attention",
+        "the answer divided by d_k instead of sqrt(d_k)",
+        "divide by the square root, sqrt(d_k): the logits' spread grows like sqrt(d_k), so dividing "
+        "by d_k over-damps them and flattens the weights",
+    ),
+    Pitfall(
+        "mask_ignored", attention_ignoring_mask, "scaled_dot_product_attention",
+        "the answer without the mask",
+        "your function takes mask but never uses it: set the blocked logits (mask False) to -inf "
+        "before the softmax",
+    ),
+    Pitfall(
+        "mask_inverted", attention_mask_inverted, "scaled_dot_product_attention",
+        "the answer with the mask read as True = blocked (PyTorch's nn.MultiheadAttention convention)",
+        "here True means 'may attend': block where the mask is False, e.g. np.where(mask, scores, -np.inf)",
+    ),
+    Pitfall(
+        "mask_multiplied", attention_mask_by_multiplying, "scaled_dot_product_attention",
+        "the answer with the scores multiplied by the mask",
+        "a blocked logit must be -inf, not 0 (exp(0) = 1 still gets weight): use "
+        "np.where(mask, scores, -np.inf)",
+    ),
+    Pitfall(
+        "layer_without_transpose", multi_head_attention_without_transpose, "multi_head_attention",
+        "the layer whose split and merge both skip the transpose",
+        "split: reshape to (..., N, h, d_k), then swap the N and h axes; merge: swap them back, then "
+        "reshape to (..., N, h*d_v)",
+    ),
+    Pitfall(
+        "layer_split_without_transpose", multi_head_attention_split_without_transpose, "multi_head_attention",
+        "the layer whose split skips the transpose (its merge is right)",
+        "in the split, reshape to (..., N, h, d_k) first, then swap the N and h axes; a single "
+        "reshape to (..., h, N, d_k) gives each head pieces of other tokens",
+    ),
+    Pitfall(
+        "layer_merge_without_transpose", multi_head_attention_merge_without_transpose, "multi_head_attention",
+        "the layer whose merge skips the transpose (its split is right)",
+        "in the merge, swap the h and N axes back to (..., N, h, d_v) before reshaping to (..., N, h*d_v)",
+    ),
+    Pitfall(
+        "weights_transposed", multi_head_attention_transposed_weights, "multi_head_attention",
+        "the layer computed with every weight transposed (x @ W.T)",
+        "here Q = x @ W_Q, with W_Q of shape (d_model, h*d_k); x @ W.T is PyTorch's nn.Linear "
+        "convention, which stores the transpose",
     ),
 )
 
