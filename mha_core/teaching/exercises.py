@@ -969,8 +969,8 @@ _UNIT_SLIPS: dict[str, tuple[tuple[float, str], ...]] = {
     "MACs": (
         (2.0, "that is in FLOPs: each multiply-accumulate is 2 operations, so FLOPs = 2 x MACs, and "
               "the question asks for MACs"),
-        (1e-9, "that looks like billions (GMACs): write the whole count, e.g. 4.1e9"),
-        (2e-9, "that looks like GFLOPs: write the whole count of MACs (FLOPs / 2)"),
+        (1e-9, "that looks like billions (GMACs): write the whole count, not billions"),
+        (2e-9, "that looks like billions of FLOPs: write the whole count of MACs (one MAC is 2 FLOPs)"),
     ),
     "MiB": (
         (_MIB, "that is in bytes: divide by 2**20 = 1,048,576 for MiB"),
@@ -981,7 +981,7 @@ _UNIT_SLIPS: dict[str, tuple[tuple[float, str], ...]] = {
         (8.0 * _MIB, "that is in bits: a byte is 8 bits, and a MiB 2**20 bytes"),
     ),
     "parameters": (
-        (1e-6, "that looks like millions: write the whole count, e.g. 2.4e6"),
+        (1e-6, "that looks like millions: write the whole count, not millions"),
     ),
 }
 
