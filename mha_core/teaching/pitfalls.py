@@ -512,7 +512,8 @@ def multi_head_attention_transposed_weights(x, params, n_heads, *, causal: bool 
     Parameters
     ----------
     x : ndarray of shape (N, d_model) or (B, N, d_model)
-    params : dict of weights from ``init_params`` (no biases, ``n_kv = h``, so every weight is square)
+    params : dict of weights from ``init_params`` (no biases, ``n_kv = h``: every weight is square,
+        which ``_validate`` checks)
     n_heads : int
         ``h``.
     causal : bool, default False
@@ -530,9 +531,6 @@ def multi_head_attention_transposed_weights(x, params, n_heads, *, causal: bool 
     if any(name.startswith("b_") for name in params):
         raise ValueError("params must have no biases for multi_head_attention_transposed_weights")
     _validate(x, params, n_heads, x_kv=None, mask=None, causal=causal, n_kv_heads=None, head_mask=None, max_bytes=None)
-    for name in names:
-        if params[name].shape[0] != params[name].shape[1]:
-            raise ValueError(f"params[{name!r}] must be square to be used transposed, got shape {params[name].shape}")
     W = {name: params[name].T if name in transposed else params[name] for name in names}  # <- the error
     q, k, v = (split_heads(x @ W[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)
     mask = causal_mask(x.shape[-2]) if causal else None  # (N, N)
