@@ -815,9 +815,8 @@ def test_errors_in_a_notebook_cell_are_explained(tmp_path):
 
 
 def test_the_library_softmax_is_refused_under_every_name():
-    from mha_core.core.softmax import softmax as deep_softmax
-
     import mha_core.core
+    from mha_core.core.softmax import softmax as deep_softmax
 
     for fn in (
         m.softmax,  # passed in directly

@@ -40,20 +40,8 @@ Checkers are pure: the same function gives the same ``Feedback`` every time.
 
 from __future__ import annotations
 
-import ast
-import functools
 import html
-import importlib
-import inspect
-import io
-import linecache
 import numbers
-import os
-import pkgutil
-import re
-import sys
-import tokenize
-import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -61,7 +49,6 @@ from itertools import combinations
 
 import numpy as np
 
-from .. import core
 from ..core.attention import scaled_dot_product_attention
 from ..core.config import MHAConfig, init_params
 from ..core.counts import count_macs, count_params, kv_cache_bytes
@@ -70,6 +57,7 @@ from ..core.masks import causal_mask
 from ..core.mha import multi_head_attention
 from ..core.softmax import softmax
 from . import pitfalls
+from .diagnosis import LibraryWatch, explain_error
 from .pitfalls import PITFALLS
 
 __all__ = [
@@ -160,268 +148,6 @@ def _not_attempted(what: str) -> Feedback:
     )
 
 
-# --------------------------------------------------------------------------- mha_core is off limits
-
-_CORE_DIR = os.path.dirname(os.path.abspath(core.__file__)) + os.sep
-_PITFALLS_FILE = os.path.abspath(pitfalls.__file__)
-_PACKAGE_DIR = os.path.dirname(_CORE_DIR.rstrip(os.sep)) + os.sep  # mha_core/
-_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
-
-
-@functools.cache
-def _core_functions() -> dict:
-    """Code object -> name, for every function defined in a module of ``mha_core.core``."""
-    found = {}
-    for info in pkgutil.iter_modules(core.__path__, core.__name__ + "."):
-        module = importlib.import_module(info.name)
-        for obj in vars(module).values():
-            if inspect.isfunction(obj) and obj.__module__ == module.__name__:
-                found[inspect.unwrap(obj).__code__] = obj.__name__
-    return found
-
-
-def _library_caller(filename: str) -> bool:
-    """True for code that may call the core freely: the core itself and the pitfalls built on it."""
-    path = os.path.abspath(filename)
-    return path.startswith(_CORE_DIR) or path == _PITFALLS_FILE
-
-
-class _LibraryWatch:
-    """While active, records the first call into ``mha_core.core`` made by the reader's code.
-
-    ``sys.setprofile`` sees every Python call, so the function is caught whatever name it was
-    imported under (``mha_core.softmax``, ``mha_core.core.softmax.softmax``, ``from mha_core
-    import softmax as s``). Calls made by the core itself, or by the pitfalls, do not count:
-    ``softmax`` may call its own helpers, and a pitfall passed in whole is named as a pitfall.
-    """
-
-    def __init__(self, allowed: tuple[str, ...]):
-        self.allowed = allowed
-        self.called: str | None = None
-        self._previous = None
-
-    def _profile(self, frame, event, arg):
-        if event == "call" and self.called is None:
-            name = _core_functions().get(frame.f_code)
-            if name is not None and name not in self.allowed:
-                caller = frame.f_back
-                if caller is None or not _library_caller(caller.f_code.co_filename):
-                    self.called = name
-        if self._previous is not None:  # keep any profiler that was already running
-            self._previous(frame, event, arg)
-
-    def __enter__(self):
-        self._previous = sys.getprofile()
-        sys.setprofile(self._profile)
-        return self
-
-    def __exit__(self, *exc):
-        sys.setprofile(self._previous)
-        return False
-
-
-def _library_feedback(name: str, allowed: tuple[str, ...]) -> Feedback:
-    given = f" Here you may use mha_core's {' and '.join(allowed)}, nothing else." if allowed else ""
-    return Feedback(False, f"This calls mha_core's {name}; write it yourself with NumPy.{given}")
-
-
-# --------------------------------------------------------------------------- the reader's errors
-
-
-def _in(filename: str, directory: str) -> bool:
-    return os.path.abspath(filename).startswith(directory)
-
-
-def _reader_frame(error: BaseException):
-    """The innermost traceback frame in the reader's code (not numpy's, not mha_core's), or None."""
-    for frame, lineno in reversed(list(traceback.walk_tb(error.__traceback__))):
-        name = frame.f_code.co_filename
-        if not (_in(name, _NUMPY_DIR) or _in(name, _PACKAGE_DIR)):
-            return frame, lineno
-    return None
-
-
-def _zeros(shape: tuple[int, ...]) -> np.ndarray:
-    return np.broadcast_to(np.float64(0.0), shape)  # a shape to play with, no memory
-
-
-def _int_args(args: list) -> list[int] | None:
-    """The integer literals of a call (``transpose(1, 0, 2)`` or ``transpose((1, 0, 2))``), else None."""
-    if len(args) == 1 and isinstance(args[0], ast.Tuple | ast.List):
-        args = args[0].elts
-    values = []
-    for a in args:
-        if isinstance(a, ast.UnaryOp) and isinstance(a.op, ast.USub) and isinstance(a.operand, ast.Constant):
-            values.append(-a.operand.value)
-        elif isinstance(a, ast.Constant):
-            values.append(a.value)
-        else:
-            return None
-    return values if all(isinstance(v, int) and not isinstance(v, bool) for v in values) else None
-
-
-def _shape_of(node: ast.AST, names: dict) -> tuple[int, ...] | None:
-    """The shape of a simple expression of the failing line (a name, ``.T``, a transpose), else None.
-
-    Nothing of the reader's code is run again: the shapes come from the arrays the frame holds.
-    """
-    try:
-        if isinstance(node, ast.Name):
-            value = names.get(node.id)
-            return value.shape if isinstance(value, np.ndarray) else None
-        if isinstance(node, ast.Attribute) and node.attr == "T":
-            base = _shape_of(node.value, names)
-            return None if base is None else base[::-1]
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            func, args = node.func, _int_args(node.args)
-            if args is None:
-                return None
-            if func.attr in ("swapaxes", "transpose") and isinstance(func.value, ast.Name) and func.value.id in ("np", "numpy"):
-                if not node.args:
-                    return None
-                base, args = _shape_of(node.args[0], names), _int_args(node.args[1:])
-                if base is None or args is None:
-                    return None
-                return getattr(np, func.attr)(_zeros(base), *([args] if func.attr == "transpose" and args else args)).shape
-            if func.attr in ("swapaxes", "transpose"):
-                base = _shape_of(func.value, names)
-                return None if base is None else getattr(_zeros(base), func.attr)(*args).shape
-    except Exception:  # an invalid transpose is the error being explained, not a new one
-        return None
-    return None
-
-
-def _text(node: ast.AST, line: str) -> str:
-    return ast.get_source_segment(line, node) or "?"
-
-
-def _matmul_hint(tree: ast.AST, line: str, names: dict) -> str | None:
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult)):
-            continue
-        a, b = _shape_of(node.left, names), _shape_of(node.right, names)
-        if a is None or b is None:
-            continue
-        try:
-            np.matmul(_zeros(a), _zeros(b))
-            continue  # this product is fine; look for another
-        except ValueError:
-            pass
-        left, right = _text(node.left, line), _text(node.right, line)
-        said = f"`{left} @ {right}` multiplies shapes {a} and {b}"
-        for side, shape in ((node.right, b), (node.left, a)):
-            if isinstance(side, ast.Attribute) and side.attr == "T" and len(shape) >= 3:
-                base = _text(side.value, line)
-                fixed = np.swapaxes(_zeros(shape[::-1]), -1, -2).shape
-                return (f"{said}: `{base}.T` reverses all {len(shape)} axes. Swap only the last two, "
-                        f"np.swapaxes({base}, -1, -2), which gives {fixed}.")
-        if len(a) >= 2 and len(b) >= 2 and a[-1] != b[-2]:
-            return (f"{said}: the last axis on the left ({a[-1]}) must equal the second-to-last on "
-                    f"the right ({b[-2]}).")
-        return f"{said}, which do not fit together."
-    return None
-
-
-def _transpose_hint(tree: ast.AST, line: str, names: dict) -> str | None:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "transpose":
-            target = node.func.value
-            if isinstance(target, ast.Name) and target.id in ("np", "numpy"):
-                target, args = (node.args[0], _int_args(node.args[1:])) if node.args else (None, None)
-            else:
-                args = _int_args(node.args)
-            shape = None if target is None else _shape_of(target, names)
-            if shape is not None and args and len(args) != len(shape):
-                return (f"`{_text(node, line)}` lists {len(args)} axes, but `{_text(target, line)}` has "
-                        f"{len(shape)}: its shape is {shape}. Count axes from the end, so that leading "
-                        f"(batch) axes pass through: np.swapaxes(x, -3, -2) swaps the two axes before the last.")
-    return ("transpose was given a list of axes that does not match the array's number of axes (a batch "
-            "adds one). Count axes from the end instead: np.swapaxes(x, -3, -2).")
-
-
-def _reshape_hint(tree: ast.AST, line: str, names: dict, message: str) -> str:
-    asked = re.search(r"into shape (\(.*?\))", message)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "reshape":
-            shape = _shape_of(node.func.value, names)
-            if shape is not None:
-                return (f"`{_text(node, line)}` asks for shape {asked.group(1) if asked else '?'}, but "
-                        f"`{_text(node.func.value, line)}` is {shape} ({int(np.prod(shape))} numbers). "
-                        f"Take the sizes from the array and keep its leading axes: "
-                        f"x.reshape(*x.shape[:-1], h, d_k).")
-    return ("reshape was asked for a shape with a different number of entries than the array holds. Take the "
-            "sizes from the array and keep its leading axes: x.reshape(*x.shape[:-1], h, d_k).")
-
-
-def _unpack_hint(tree: ast.AST, line: str, names: dict) -> str:
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Tuple)
-                and isinstance(node.value, ast.Attribute) and node.value.attr == "shape"):
-            shape = _shape_of(node.value.value, names)
-            if shape is not None:
-                return (f"this unpacks {len(node.targets[0].elts)} axes, but `{_text(node.value.value, line)}` "
-                        f"is {shape}. Unpack from the end, so that a batch axis passes through: "
-                        f"*lead, n, d = x.shape.")
-    return "a shape was unpacked into a fixed number of names; with a batch axis there is one more. Unpack from the end: *lead, n, d = x.shape."
-
-
-def _without_comment(line: str) -> str:
-    """The line stripped, without a trailing # comment (a # inside a string is kept)."""
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(line).readline):
-            if tok.type == tokenize.COMMENT:
-                return line[: tok.start[1]].strip()
-    except (tokenize.TokenError, SyntaxError):  # an unfinished multi-line statement
-        pass
-    return line.strip()
-
-
-def _explain_error(error: Exception, case_label: str, signature: str) -> str:
-    """A plain-words diagnosis of an exception raised by the reader's code on one test case."""
-    message = str(error)
-    found = _reader_frame(error)
-    if found is None:  # raised by the call itself: the signature does not fit
-        if isinstance(error, TypeError):
-            return (f"The checker calls {signature} ({case_label}), and your function does not accept that: "
-                    f"{message}. Give it exactly these parameters.")
-        return f"Your function raised {type(error).__name__}: {message} ({case_label})."
-    frame, lineno = found
-    line = _without_comment(linecache.getline(frame.f_code.co_filename, lineno, frame.f_globals))
-    names = {**frame.f_globals, **frame.f_locals}
-    try:
-        tree = ast.parse(line)
-    except SyntaxError:  # part of a statement written over several lines
-        tree = None
-    where = f"Your code stopped at `{line}` ({case_label}): " if line else f"Your code stopped ({case_label}): "
-    hint = None
-    if isinstance(error, ValueError) and ("matmul" in message or "not aligned" in message):
-        hint = (tree and _matmul_hint(tree, line, names)) or (
-            "a matrix product got shapes that do not fit. With a leading heads or batch axis, `k.T` "
-            "reverses every axis; swap only the last two: np.swapaxes(k, -1, -2).")
-    elif isinstance(error, ValueError) and "axes don't match array" in message:
-        hint = _transpose_hint(tree, line, names) if tree else _transpose_hint(ast.parse(""), "", {})
-    elif isinstance(error, ValueError) and "cannot reshape" in message:
-        hint = _reshape_hint(tree or ast.parse(""), line, names, message)
-    elif isinstance(error, ValueError) and "values to unpack" in message:
-        hint = _unpack_hint(tree or ast.parse(""), line, names)
-    elif isinstance(error, ValueError) and "could not be broadcast" in message:
-        shapes = re.findall(r"\([\d,]*\)", message)
-        hint = f"two arrays of shapes {' and '.join(shapes)} were combined entry by entry, and they do not line up."
-        if re.search(r"\.(max|sum)\(|np\.(max|sum)\(", line) and "keepdims" not in line:
-            hint += " A max or sum over an axis drops that axis: add keepdims=True so the result still lines up."
-    elif isinstance(error, np.exceptions.AxisError):
-        hint = (f"{message}. Count axes from the end (-1 is the last) so the same code works with and "
-                f"without a batch axis.")
-    elif isinstance(error, IndexError) and "boolean index did not match" in message:
-        hint = ("a bool mask used as an index must match the array's leading axes; np.where(mask, scores, "
-                "-np.inf) broadcasts the (N_q, N_k) mask over every head instead.")
-    elif isinstance(error, IndexError) and "too many indices" in message:
-        hint = f"{message}. Index from the end with ... (x[..., i]) so leading axes pass through."
-    if hint is None:
-        return f"{where}your function raised {type(error).__name__}: {message}."
-    return where + hint[0].upper() + hint[1:]
-
-
 # --------------------------------------------------------------------------- engine
 
 
@@ -489,12 +215,17 @@ class _Outcome:
     library: str | None = None  # the mha_core function the reader's code called, if any
 
 
+def _library_feedback(name: str, allowed: tuple[str, ...]) -> Feedback:
+    given = f" Here you may use mha_core's {' and '.join(allowed)}, nothing else." if allowed else ""
+    return Feedback(False, f"This calls mha_core's {name}; write it yourself with NumPy.{given}")
+
+
 def _call(fn: Callable, args: tuple, allowed: tuple[str, ...] = ()) -> _Outcome:
     """Run the reader's code quietly, watching for calls into mha_core.
 
     Numpy warnings are silenced (a NaN is reported instead); an exception is returned, not raised.
     """
-    with warnings.catch_warnings(), np.errstate(all="ignore"), _LibraryWatch(allowed) as watch:
+    with warnings.catch_warnings(), np.errstate(all="ignore"), LibraryWatch(allowed) as watch:
         warnings.simplefilter("ignore")
         try:
             value = fn(*args)
@@ -536,7 +267,7 @@ def _run(
         if isinstance(outcome.error, NotImplementedError):  # the blank stub: nothing to judge yet
             return _not_attempted(f"{what} function")
         if outcome.error is not None:
-            return Feedback(False, _explain_error(outcome.error, case.label, signature))
+            return Feedback(False, explain_error(outcome.error, case.label, signature))
         got = outcome.value
         if unpack_first and isinstance(got, tuple) and got:
             got = got[0]  # (out, weights) -> out
@@ -752,7 +483,7 @@ def check_scale(fn_or_value, *, d_model: int = 512, n_heads: int = 8) -> Feedbac
             if isinstance(outcome.error, NotImplementedError):
                 return _not_attempted("scale function")
             if outcome.error is not None:
-                return Feedback(False, _explain_error(outcome.error, where, "fn(d_model, n_heads)"))
+                return Feedback(False, explain_error(outcome.error, where, "fn(d_model, n_heads)"))
             value = outcome.value
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 return Feedback(False, f"Your function returned a {type(value).__name__}; expected a number ({where}).")

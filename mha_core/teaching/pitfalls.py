@@ -451,17 +451,22 @@ def multi_head_attention_without_w_o(x, params, n_heads, *, causal: bool = False
     return merge_heads(heads)  # (..., N, h*d_v)  <- the error: no @ params["W_O"]
 
 
-def _layer_without_transpose(x, params, n_heads, causal: bool, *, split: bool, merge: bool) -> np.ndarray:
-    """The layer with the split (``split=True``) and/or the merge (``merge=True``) done by one reshape."""
+_WEIGHTS = ("W_Q", "W_K", "W_V", "W_O")
+
+
+def _wrong_layer(x, params, n_heads, causal: bool, *, split: bool = False, merge: bool = False,
+                 transposed: tuple[str, ...] = ()) -> np.ndarray:
+    """The layer with the split and/or the merge done by one reshape, and the ``transposed`` weights as ``W.T``."""
     if any(name.startswith("b_") for name in params):
-        raise ValueError("params must have no biases for the without-transpose pitfalls")
+        raise ValueError("params must have no biases for the whole-layer pitfalls")
     _validate(x, params, n_heads, x_kv=None, mask=None, causal=causal, n_kv_heads=None, head_mask=None, max_bytes=None)
+    W = {w: params[w].T if w in transposed else params[w] for w in _WEIGHTS}  # (d_model, d_model) each
     split_fn = split_heads_without_transpose if split else split_heads
-    q, k, v = (split_fn(x @ params[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)
+    q, k, v = (split_fn(x @ W[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)
     mask = causal_mask(x.shape[-2]) if causal else None  # (N, N)
     heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (..., h, N, d_v)
     merge_fn = merge_heads_without_transpose if merge else merge_heads
-    return merge_fn(heads) @ params["W_O"]  # (..., N, h*d_v) @ (h*d_v, d_model) -> (..., N, d_model)
+    return merge_fn(heads) @ W["W_O"]  # (..., N, h*d_v) @ (h*d_v, d_model) -> (..., N, d_model)
 
 
 def multi_head_attention_without_transpose(x, params, n_heads, *, causal: bool = False) -> np.ndarray:
@@ -482,7 +487,7 @@ def multi_head_attention_without_transpose(x, params, n_heads, *, causal: bool =
     -------
     ndarray of shape (..., N, d_model)
     """
-    return _layer_without_transpose(x, params, n_heads, causal, split=True, merge=True)  # <- the error, twice
+    return _wrong_layer(x, params, n_heads, causal, split=True, merge=True)  # <- the error, twice
 
 
 def multi_head_attention_split_without_transpose(x, params, n_heads, *, causal: bool = False) -> np.ndarray:
@@ -490,7 +495,7 @@ def multi_head_attention_split_without_transpose(x, params, n_heads, *, causal: 
 
     Parameters and result as ``multi_head_attention_without_transpose``.
     """
-    return _layer_without_transpose(x, params, n_heads, causal, split=True, merge=False)  # <- the error
+    return _wrong_layer(x, params, n_heads, causal, split=True)  # <- the error
 
 
 def multi_head_attention_merge_without_transpose(x, params, n_heads, *, causal: bool = False) -> np.ndarray:
@@ -498,7 +503,7 @@ def multi_head_attention_merge_without_transpose(x, params, n_heads, *, causal: 
 
     Parameters and result as ``multi_head_attention_without_transpose``.
     """
-    return _layer_without_transpose(x, params, n_heads, causal, split=False, merge=True)  # <- the error
+    return _wrong_layer(x, params, n_heads, causal, merge=True)  # <- the error
 
 
 def multi_head_attention_transposed_weights(x, params, n_heads, *, causal: bool = False,
@@ -524,18 +529,10 @@ def multi_head_attention_transposed_weights(x, params, n_heads, *, causal: bool 
     -------
     ndarray of shape (..., N, d_model)
     """
-    names = ("W_Q", "W_K", "W_V", "W_O")
     transposed = tuple(transposed)
-    if not set(transposed) <= set(names):
-        raise ValueError(f"transposed must name weights among {names}, got {transposed!r}")
-    if any(name.startswith("b_") for name in params):
-        raise ValueError("params must have no biases for multi_head_attention_transposed_weights")
-    _validate(x, params, n_heads, x_kv=None, mask=None, causal=causal, n_kv_heads=None, head_mask=None, max_bytes=None)
-    W = {name: params[name].T if name in transposed else params[name] for name in names}  # <- the error
-    q, k, v = (split_heads(x @ W[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)
-    mask = causal_mask(x.shape[-2]) if causal else None  # (N, N)
-    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (..., h, N, d_v)
-    return merge_heads(heads) @ W["W_O"]  # (..., N, h*d_v) @ (h*d_v, d_model) -> (..., N, d_model)
+    if not set(transposed) <= set(_WEIGHTS):
+        raise ValueError(f"transposed must name weights among {_WEIGHTS}, got {transposed!r}")
+    return _wrong_layer(x, params, n_heads, causal, transposed=transposed)  # <- the error: x @ W.T
 
 
 # --------------------------------------------------------------------------- measuring damage
