@@ -250,11 +250,12 @@ def _without_comment(line: str) -> str:
 def explain_error(error: Exception, case_label: str, signature: str) -> str:
     """A plain-words diagnosis of an exception raised by the reader's code on one test case."""
     message = str(error)
+    if isinstance(error, TypeError) and len(list(traceback.walk_tb(error.__traceback__))) == 1:
+        # raised by the call itself, before any line of the reader's code ran: the signature does not fit
+        return (f"The checker calls {signature} ({case_label}), and your function does not accept that: "
+                f"{message}. Give it exactly these parameters.")
     found = _reader_frame(error)
-    if found is None:  # raised by the call itself: the signature does not fit
-        if isinstance(error, TypeError):
-            return (f"The checker calls {signature} ({case_label}), and your function does not accept that: "
-                    f"{message}. Give it exactly these parameters.")
+    if found is None:
         return f"Your function raised {type(error).__name__}: {message} ({case_label})."
     frame, lineno = found
     line = _without_comment(linecache.getline(frame.f_code.co_filename, lineno, frame.f_globals))
