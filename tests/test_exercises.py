@@ -771,7 +771,7 @@ def _merge_transpose_102_batch_only(x):
      ["asks for shape (5,4,3)", "(2, 5, 12)", "120 numbers", "x.reshape(*x.shape[:-1], h, d_k)"]),
     (ex.check_split_heads, _split_two_names, ["`n, d = x.shape`", "unpacks 2 axes", "(2, 5, 12)", "*lead"]),
     (ex.check_softmax, _softmax_without_keepdims, ["(4,5,6) and (4,5)", "keepdims=True"]),
-    (ex.check_softmax, _softmax_axis_2, ["Axis 2 is out of bounds", "Count axes from the end"]),
+    (ex.check_softmax, _softmax_axis_2, ["axis 2 is out of bounds", "Count axes from the end"]),
     (ex.check_attention, _attention_bool_index, ["np.where(mask, scores, -np.inf)"]),
     (ex.check_attention, lambda q, k, v: _attention_by_formula(q, k, v)[0],
      ["The checker calls attention(q, k, v, mask)", "does not accept"]),
@@ -927,3 +927,8 @@ def test_fp32_bytes_are_a_named_mistake():
 ])
 def test_other_right_numbers_pass(qid, value):
     assert ex.check_answer(qid, value).ok
+
+
+def test_a_lost_batch_axis_is_explained():
+    fb = ex.check_split_heads(lambda x, h: x.reshape(x.shape[0], h, -1).transpose(1, 0, 2))
+    assert "expected (2, 4, 5, 3), got (4, 2, 15)" in fb.message and "3 axes, the answer 4" in fb.message

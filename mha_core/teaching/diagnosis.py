@@ -291,4 +291,4 @@ def explain_error(error: Exception, case_label: str, signature: str) -> str:
         hint = f"{message}. Index from the end with ... (x[..., i]) so leading axes pass through."
     if hint is None:
         return f"{where}your function raised {type(error).__name__}: {message}."
-    return where + hint[0].upper() + hint[1:]
+    return where + hint

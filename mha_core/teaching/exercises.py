@@ -281,7 +281,7 @@ def _run(
             )
         exp = case.expected
         if got.shape != exp.shape:
-            hint = shape_hint(got.shape, case) if shape_hint else None
+            hint = (shape_hint(got.shape, case) if shape_hint else None) or _axes_hint(got, exp)
             return Feedback(
                 False,
                 f"Wrong shape ({case.label}): expected {exp.shape}, got {got.shape}." + (f" {hint}" if hint else ""),
@@ -316,6 +316,14 @@ def _run(
         )
     plural = "s" if len(cases) > 1 else ""
     return Feedback(True, f"{what} matches mha_core on {len(cases)} seeded case{plural}.")
+
+
+def _axes_hint(got: np.ndarray, exp: np.ndarray) -> str | None:
+    """For a result with a different number of axes: most often a batch axis lost or merged."""
+    if got.ndim == exp.ndim:
+        return None
+    return (f"Your result has {got.ndim} axes, the answer {exp.ndim}: keep any leading (batch) axes as they "
+            f"are, and count the others from the end (x.shape[-2], np.swapaxes(x, -3, -2)).")
 
 
 def _rows_hint(got: np.ndarray, case: _Case) -> str | None:
@@ -435,7 +443,8 @@ def _scale_verdict(value, d_model: int, h: int, where: str) -> Feedback | None:
         (1.0, "scale_missing",
          f"Your scale is 1 ({where}): {PITFALLS['scale_missing'].explanation}."),
         (1.0 / d_k, "scale_d_k",
-         f"Your scale is 1/d_k = {1 / d_k:.4g} ({where}): {PITFALLS['scale_d_k'].explanation}."),
+         f"Your scale is 1/d_k = {1 / d_k:.4g} ({where}): take the square root, 1/sqrt(d_k); the "
+         f"logits' standard deviation grows like sqrt(d_k), not d_k."),
         (np.sqrt(d_k), None,
          f"Your scale is sqrt(d_k) = {np.sqrt(d_k):.4g} ({where}): that is the divisor; the scale "
          f"multiplies the logits, so it is 1/sqrt(d_k)."),
