@@ -615,9 +615,15 @@ def check_attention(fn: Callable, *, with_mask: bool = True) -> Feedback:
                       for name in ("mask_ignored", "mask_multiplied", "mask_after_softmax")]
             wrong.append(_Wrong("mask_inverted", _inverted_mask_answer(q, k, v, mask)))
         cases.append(_Case(f"q, k, v of shape {q.shape}, {label}", args, expected, tuple(wrong)))
+    def shape_hint(got, case):
+        if got == (H, N, N):
+            return ("That is the shape of the weights (h, N_q, N_k): return the weighted sum of the values, "
+                    "weights @ v, (h, N_q, d_v).")
+        return None
+
     signature = "attention(q, k, v, mask)" if with_mask else "attention(q, k, v)"
     return _run(fn, cases, "attention", signature=signature, allowed=("softmax", "causal_mask"),
-                unpack_first=True)
+                unpack_first=True, shape_hint=shape_hint)
 
 
 def _layer_with_attention(attention: Callable, x: np.ndarray, params: dict, n_heads: int) -> np.ndarray:
