@@ -66,9 +66,10 @@ class LibraryWatch:
     """While active, records the first call into ``mha_core.core`` made by the reader's code.
 
     ``sys.setprofile`` sees every Python call, so the function is caught whatever name it was
-    imported under (``mha_core.softmax``, ``mha_core.core.softmax.softmax``, ``from mha_core
-    import softmax as s``). Calls made by the core itself, or by the pitfalls, do not count:
-    ``softmax`` may call its own helpers, and a pitfall passed in whole is named as a pitfall.
+    imported under (``mha_core.softmax``, ``from mha_core.core.softmax import softmax``,
+    ``from mha_core import softmax as s``, or passed to the checker itself). Calls made by the
+    core itself, or by the pitfalls, do not count: ``softmax`` may call its own helpers, and a
+    pitfall passed in whole is named as a pitfall.
     """
 
     def __init__(self, allowed: tuple[str, ...]):
