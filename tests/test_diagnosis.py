@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import linecache
 import sys
 
 import numpy as np
+import pytest
 
 import mha_core as m
 from mha_core.teaching import pitfalls as pf
@@ -108,3 +110,21 @@ def test_a_statement_over_several_lines_still_gets_an_answer():
 
     text = explain_error(_raise(bad, np.ones((2, 3))), "case F", "bad(x)")
     assert "case F" in text and "k.T" in text  # the generic matmul hint
+
+
+@pytest.mark.parametrize("expr, shape", [
+    ("np.swapaxes(k, 0, 1)", (5, 4, 3)),
+    ("k.swapaxes(0, 1)", (5, 4, 3)),
+    ("k.transpose(2, 0, 1)", (3, 4, 5)),
+    ("np.transpose(k, (2, 0, 1))", (3, 4, 5)),
+    ("k.transpose()", (3, 5, 4)),
+    ("k.T", (3, 5, 4)),
+])
+def test_operand_shapes_are_read_from_the_frame(expr, shape):
+    # compiled as IPython compiles a cell: the source kept in linecache under a made-up file name
+    source, filename = f"def bad(q, k):\n    return q @ {expr}\n", f"<cell {expr}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"np": np}
+    exec(compile(source, filename, "exec"), namespace)
+    text = explain_error(_raise(namespace["bad"], np.ones((4, 5, 3)), np.ones((4, 5, 3))), "case G", "bad(q, k)")
+    assert f"(4, 5, 3) and {shape}" in text, text

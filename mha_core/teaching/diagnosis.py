@@ -145,19 +145,20 @@ def _shape_of(node: ast.AST, names: dict) -> tuple[int, ...] | None:
             base = _shape_of(node.value, names)
             return None if base is None else base[::-1]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            func, args = node.func, _int_args(node.args)
-            if args is None:
+            func = node.func
+            if func.attr not in ("swapaxes", "transpose"):
                 return None
-            if func.attr in ("swapaxes", "transpose") and isinstance(func.value, ast.Name) and func.value.id in ("np", "numpy"):
+            if isinstance(func.value, ast.Name) and func.value.id in ("np", "numpy"):  # np.swapaxes(x, i, j)
                 if not node.args:
                     return None
                 base, args = _shape_of(node.args[0], names), _int_args(node.args[1:])
-                if base is None or args is None:
-                    return None
-                return getattr(np, func.attr)(_zeros(base), *([args] if func.attr == "transpose" and args else args)).shape
-            if func.attr in ("swapaxes", "transpose"):
-                base = _shape_of(func.value, names)
-                return None if base is None else getattr(_zeros(base), func.attr)(*args).shape
+            else:  # x.swapaxes(i, j)
+                base, args = _shape_of(func.value, names), _int_args(node.args)
+            if base is None or args is None:
+                return None
+            if func.attr == "transpose":
+                return np.transpose(_zeros(base), args or None).shape
+            return np.swapaxes(_zeros(base), *args).shape
     except Exception:  # an invalid transpose is the error being explained, not a new one
         return None
     return None
@@ -234,7 +235,8 @@ def _unpack_hint(tree: ast.AST, line: str, names: dict) -> str:
                 return (f"this unpacks {len(node.targets[0].elts)} axes, but `{_text(node.value.value, line)}` "
                         f"is {shape}. Unpack from the end, so that a batch axis passes through: "
                         f"*lead, n, d = x.shape.")
-    return "a shape was unpacked into a fixed number of names; with a batch axis there is one more. Unpack from the end: *lead, n, d = x.shape."
+    return ("a shape was unpacked into a fixed number of names; with a batch axis there is one more. "
+            "Unpack from the end: *lead, n, d = x.shape.")
 
 
 def _without_comment(line: str) -> str:
