@@ -195,7 +195,13 @@ def _matmul_hint(tree: ast.AST, line: str, names: dict) -> str | None:
     return None
 
 
-def _transpose_hint(tree: ast.AST, line: str, names: dict) -> str | None:
+def _name(node: ast.AST | None, line: str) -> str:
+    """How to call the array in a suggestion: its name if it has a short one, else x."""
+    text = _text(node, line) if node is not None else "?"
+    return text if text.isidentifier() else "x"
+
+
+def _transpose_hint(tree: ast.AST, line: str, names: dict) -> str:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "transpose":
             target = node.func.value
@@ -205,9 +211,11 @@ def _transpose_hint(tree: ast.AST, line: str, names: dict) -> str | None:
                 args = _int_args(node.args)
             shape = None if target is None else _shape_of(target, names)
             if shape is not None and args and len(args) != len(shape):
+                x = _name(target, line)
                 return (f"`{_text(node, line)}` lists {len(args)} axes, but `{_text(target, line)}` has "
                         f"{len(shape)}: its shape is {shape}. Count axes from the end, so that leading "
-                        f"(batch) axes pass through: np.swapaxes(x, -3, -2) swaps the two axes before the last.")
+                        f"(batch) axes pass through: np.swapaxes({x}, -3, -2) swaps the two axes before "
+                        f"the last.")
     return ("transpose was given a list of axes that does not match the array's number of axes (a batch "
             "adds one). Count axes from the end instead: np.swapaxes(x, -3, -2).")
 
@@ -218,12 +226,15 @@ def _reshape_hint(tree: ast.AST, line: str, names: dict, message: str) -> str:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "reshape":
             shape = _shape_of(node.func.value, names)
             if shape is not None:
+                x = _name(node.func.value, line)
                 return (f"`{_text(node, line)}` asks for shape {asked.group(1) if asked else '?'}, but "
                         f"`{_text(node.func.value, line)}` is {shape} ({int(np.prod(shape))} numbers). "
-                        f"Take the sizes from the array and keep its leading axes: "
-                        f"x.reshape(*x.shape[:-1], h, d_k).")
-    return ("reshape was asked for a shape with a different number of entries than the array holds. Take the "
-            "sizes from the array and keep its leading axes: x.reshape(*x.shape[:-1], h, d_k).")
+                        f"Build the new shape from {x}.shape and keep its leading axes: "
+                        f"{x}.reshape(*{x}.shape[:-1], h, d_k) splits the last axis, "
+                        f"{x}.reshape(*{x}.shape[:-2], -1) merges the last two.")
+    return ("reshape was asked for a shape with a different number of entries than the array holds. Build "
+            "the new shape from x.shape and keep its leading axes: x.reshape(*x.shape[:-1], h, d_k) splits "
+            "the last axis, x.reshape(*x.shape[:-2], -1) merges the last two.")
 
 
 def _unpack_hint(tree: ast.AST, line: str, names: dict) -> str:
