@@ -243,11 +243,13 @@ def _unpack_hint(tree: ast.AST, line: str, names: dict) -> str:
                 and isinstance(node.value, ast.Attribute) and node.value.attr == "shape"):
             shape = _shape_of(node.value.value, names)
             if shape is not None:
-                return (f"this unpacks {len(node.targets[0].elts)} axes, but `{_text(node.value.value, line)}` "
-                        f"is {shape}. Unpack from the end, so that a batch axis passes through: "
-                        f"*lead, n, d = x.shape.")
-    return ("a shape was unpacked into a fixed number of names; with a batch axis there is one more. "
-            "Unpack from the end: *lead, n, d = x.shape.")
+                count, x = len(node.targets[0].elts), _name(node.value.value, line)
+                last = ", ".join(_text(t, line) for t in node.targets[0].elts)
+                return (f"this unpacks {count} axes, but `{_text(node.value.value, line)}` is {shape}: a batch "
+                        f"adds one in front. Read the sizes from the end, {last} = {x}.shape[-{count}:], and "
+                        f"keep the leading axes {x}.shape[:-{count}] in front in every reshape.")
+    return ("a shape was unpacked into a fixed number of names; a batch adds one axis in front. Read the "
+            "sizes from the end, n, d = x.shape[-2:], and keep x.shape[:-2] in front in every reshape.")
 
 
 def _without_comment(line: str) -> str:
@@ -261,40 +263,61 @@ def _without_comment(line: str) -> str:
     return line.strip()
 
 
-def explain_error(error: Exception, case_label: str, signature: str) -> str:
-    """A plain-words diagnosis of an exception raised by the reader's code on one test case."""
-    message = str(error)
+def explain_error(error: Exception, case_label: str, signature: str,
+                  expected_shape: tuple[int, ...] | None = None) -> str:
+    """A plain-words diagnosis of an exception raised by the reader's code on one test case.
+
+    Parameters
+    ----------
+    error : Exception
+        What the reader's function raised (its traceback still attached).
+    case_label : str
+        The test case, as the reader should read it: "q, k, v of shape (4, 5, 3), causal mask".
+    signature : str
+        How the function must be defined: "attention(q, k, v, mask=None)".
+    expected_shape : tuple of int, optional
+        The right output's shape on this case, said at the end of a shape error.
+
+    Returns
+    -------
+    str: which line failed, the shapes involved, the likely cause and the fix.
+    """
+    message, kind = str(error), type(error).__name__
     if isinstance(error, TypeError) and len(list(traceback.walk_tb(error.__traceback__))) == 1:
         # raised by the call itself, before any line of the reader's code ran: the signature does not fit
-        return (f"The checker calls {signature} ({case_label}), and your function does not accept that: "
-                f"{message}. Give it exactly these parameters.")
+        call = re.sub(r"=[^,)]*", "", signature)
+        return (f"The checker calls your function as {call} ({case_label}), and it does not accept that "
+                f"({message}). Define it as def {signature}:")
     found = _reader_frame(error)
     if found is None:
-        return f"Your function raised {type(error).__name__}: {message} ({case_label})."
+        return f"Your function raised {kind}: {message} ({case_label})."
     frame, lineno = found
     line = _without_comment(linecache.getline(frame.f_code.co_filename, lineno, frame.f_globals))
     names = {**frame.f_globals, **frame.f_locals}
     try:
         tree = ast.parse(line)
     except SyntaxError:  # part of a statement written over several lines
-        tree = None
-    where = f"Your code stopped at `{line}` ({case_label}): " if line else f"Your code stopped ({case_label}): "
+        tree = ast.parse("")
+    where = f"Your function raised {kind} at `{line}` ({case_label}): " if line else (
+        f"Your function raised {kind} ({case_label}): ")
     hint = None
     if isinstance(error, ValueError) and ("matmul" in message or "not aligned" in message):
-        hint = (tree and _matmul_hint(tree, line, names)) or (
+        hint = _matmul_hint(tree, line, names) or (
             "a matrix product got shapes that do not fit. With a leading heads or batch axis, `k.T` "
             "reverses every axis; swap only the last two: np.swapaxes(k, -1, -2).")
     elif isinstance(error, ValueError) and "axes don't match array" in message:
-        hint = _transpose_hint(tree, line, names) if tree else _transpose_hint(ast.parse(""), "", {})
+        hint = _transpose_hint(tree, line, names)
     elif isinstance(error, ValueError) and "cannot reshape" in message:
-        hint = _reshape_hint(tree or ast.parse(""), line, names, message)
+        hint = _reshape_hint(tree, line, names, message)
     elif isinstance(error, ValueError) and "values to unpack" in message:
-        hint = _unpack_hint(tree or ast.parse(""), line, names)
+        hint = _unpack_hint(tree, line, names)
     elif isinstance(error, ValueError) and "could not be broadcast" in message:
         shapes = re.findall(r"\([\d,]*\)", message)
-        hint = f"two arrays of shapes {' and '.join(shapes)} were combined entry by entry, and they do not line up."
-        if re.search(r"\.(max|sum)\(|np\.(max|sum)\(", line) and "keepdims" not in line:
-            hint += " A max or sum over an axis drops that axis: add keepdims=True so the result still lines up."
+        hint = f"NumPy cannot line up shapes {' and '.join(shapes)} entry by entry (broadcast them)."
+        reductions = sorted(set(re.findall(r"\b(max|sum|mean)\(", line)))
+        if reductions and "keepdims" not in line:
+            hint += (f" A {' or '.join(reductions)} over an axis drops that axis; keepdims=True keeps it "
+                     f"(with size 1), so the result lines up with the array it came from.")
     elif isinstance(error, np.exceptions.AxisError):
         hint = (f"{message}. Count axes from the end (-1 is the last) so the same code works with and "
                 f"without a batch axis.")
@@ -304,5 +327,6 @@ def explain_error(error: Exception, case_label: str, signature: str) -> str:
     elif isinstance(error, IndexError) and "too many indices" in message:
         hint = f"{message}. Index from the end with ... (x[..., i]) so leading axes pass through."
     if hint is None:
-        return f"{where}your function raised {type(error).__name__}: {message}."
-    return where + hint
+        return f"{where}{message}."
+    shape = f" The right output here has shape {expected_shape}." if expected_shape is not None else ""
+    return where + hint + shape

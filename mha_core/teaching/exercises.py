@@ -113,19 +113,20 @@ class Feedback:
     pitfall: str | None = None
     attempted: bool = True
 
-    def _headline(self) -> str:
+    def _headline(self, *, tag: bool = True) -> str:
         if not self.attempted:
             return "not attempted yet"
         if self.ok:
             return "correct"
-        return "not yet" + (f", pitfall {self.pitfall}" if self.pitfall else "")
+        return "not yet" + (f", pitfall {self.pitfall}" if self.pitfall and tag else "")
 
     def __repr__(self) -> str:
         return f"Feedback ({self._headline()}): {self.message}"
 
     def _repr_html_(self) -> str:
         # Blue for right, orange for wrong (readable with red-green colour blindness), plus a symbol.
-        # Grey with an open circle for a blank exercise: nothing is wrong yet.
+        # Grey with an open circle for a blank exercise: nothing is wrong yet. The pitfall's registry
+        # name (a developer's tag) stays in the text repr; the student reads the message.
         if not self.attempted:
             colour, symbol = ("#595959", "&#9675;")
         elif self.ok:
@@ -134,7 +135,7 @@ class Feedback:
             colour, symbol = ("#b35806", "&#10007;")
         return (
             f'<div style="border-left:5px solid {colour};padding:4px 10px;margin:4px 0">'
-            f'<b style="color:{colour}">{symbol} {html.escape(self._headline())}:</b> '
+            f'<b style="color:{colour}">{symbol} {html.escape(self._headline(tag=False))}:</b> '
             f"{html.escape(self.message)}</div>"
         )
 
@@ -216,8 +217,9 @@ class _Outcome:
 
 
 def _library_feedback(name: str, allowed: tuple[str, ...]) -> Feedback:
-    given = f" Here you may use mha_core's {' and '.join(allowed)}, nothing else." if allowed else ""
-    return Feedback(False, f"This calls mha_core's {name}; write it yourself with NumPy.{given}")
+    given = (f" From mha_core you may use {' and '.join(allowed)} here, nothing else; your own functions "
+             f"are fine." if allowed else " This exercise is NumPy only.")
+    return Feedback(False, f"This calls mha_core's {name}; write it yourself.{given}")
 
 
 def _call(fn: Callable, args: tuple, allowed: tuple[str, ...] = ()) -> _Outcome:
@@ -239,7 +241,7 @@ def _match_pitfall(got: np.ndarray, case: _Case) -> Feedback | None:
         if _same(got, w.value):
             p = PITFALLS[w.pitfall]
             answer = w.answer or p.answer
-            return Feedback(False, f"Your output matches {answer} (on {case.label}). Fix: {p.explanation}.", w.pitfall)
+            return Feedback(False, f"On {case.label}: your output matches {answer}. Fix: {p.explanation}.", w.pitfall)
     return None
 
 
@@ -267,7 +269,7 @@ def _run(
         if isinstance(outcome.error, NotImplementedError):  # the blank stub: nothing to judge yet
             return _not_attempted(f"{what} function")
         if outcome.error is not None:
-            return Feedback(False, explain_error(outcome.error, case.label, signature))
+            return Feedback(False, explain_error(outcome.error, case.label, signature, case.expected.shape))
         got = outcome.value
         if unpack_first and isinstance(got, tuple) and got:
             got = got[0]  # (out, weights) -> out
@@ -310,7 +312,7 @@ def _run(
             wrong = int(np.count_nonzero(got != exp))
             detail = f"{wrong:,} of {exp.size:,} entries differ"
         else:
-            detail = f"largest error {float(np.max(np.abs(got - exp))):.3g}"
+            detail = f"largest difference from the right output {float(np.max(np.abs(got - exp))):.3g}"
         return Feedback(
             False, f"Right shape, wrong values ({case.label}): {detail}." + (f" {hint}" if hint else "")
         )
@@ -332,7 +334,7 @@ def _rows_hint(got: np.ndarray, case: _Case) -> str | None:
         return None
     for axis in range(got.ndim - 1):
         if np.allclose(got.sum(axis=axis), 1.0):
-            return (f"Your values sum to 1 along axis {axis}, not along the last axis (the keys): "
+            return (f"Your values sum to 1 along axis {axis}, not along the last axis: "
                     f"the softmax ran over the wrong axis.")
     if np.isclose(got.sum(), 1.0):
         return ("Your values sum to 1 over the whole array, not row by row: sum over the last axis "
@@ -393,7 +395,7 @@ def check_merge_heads(fn: Callable) -> Feedback:
     """
     _check_callable(fn)
     rng, cases = _rng(), []
-    for label, shape in (("x of shape (h, N, d_v)", (H, N, D_K)), ("x of shape (B, h, N, d_v)", (BATCH, H, N, D_K))):
+    for label, shape in (("input of shape (h, N, d_v)", (H, N, D_K)), ("input of shape (B, h, N, d_v)", (BATCH, H, N, D_K))):
         x = rng.standard_normal(shape)  # (B?, h, N, d_v)
         wrong = (_Wrong("merge_without_transpose", PITFALLS["merge_without_transpose"].fn(x)),)
         cases.append(_Case(f"{label} = {shape}", (x,), merge_heads(x), wrong))
@@ -443,7 +445,7 @@ def _scale_verdict(value, d_model: int, h: int, where: str) -> Feedback | None:
         (1.0, "scale_missing",
          f"Your scale is 1 ({where}): {PITFALLS['scale_missing'].explanation}."),
         (1.0 / d_k, "scale_d_k",
-         f"Your scale is 1/d_k = {1 / d_k:.4g} ({where}): take the square root, 1/sqrt(d_k); the "
+         f"Your scale is 1/d_k = {1 / d_k:.5g} ({where}): take the square root, 1/sqrt(d_k); the "
          f"logits' standard deviation grows like sqrt(d_k), not d_k."),
         (np.sqrt(d_k), None,
          f"Your scale is sqrt(d_k) = {np.sqrt(d_k):.4g} ({where}): that is the divisor; the scale "
@@ -556,7 +558,7 @@ def check_softmax(fn: Callable) -> Feedback:
     small = 2.0 * rng.standard_normal((H, N, N + 1))  # (h, N_q, N_k)
     large = 1000.0 + 5.0 * rng.standard_normal((H, N, N + 1))  # (h, N_q, N_k), exp overflows
     cases = []
-    for label, x in (("moderate logits", small), ("logits near 1000", large)):
+    for label, x in (("scores", small), ("large scores near 1000", large)):
         wrong = tuple(_Wrong(name, PITFALLS[name].fn(x)) for name in ("softmax_over_queries", "softmax_unstable"))
         cases.append(_Case(f"{label}, shape {x.shape}", (x,), softmax(x, axis=-1), wrong))
     return _run(fn, cases, "softmax", signature="softmax(x)", value_hint=_rows_hint)
@@ -621,7 +623,7 @@ def check_attention(fn: Callable, *, with_mask: bool = True) -> Feedback:
                     "weights @ v, (h, N_q, d_v).")
         return None
 
-    signature = "attention(q, k, v, mask)" if with_mask else "attention(q, k, v)"
+    signature = "attention(q, k, v, mask=None)" if with_mask else "attention(q, k, v)"
     return _run(fn, cases, "attention", signature=signature, allowed=("softmax", "causal_mask"),
                 unpack_first=True, shape_hint=shape_hint)
 
@@ -643,7 +645,7 @@ def _transposed_weights(x: np.ndarray, params: dict) -> list[_Wrong]:
     for subset in subsets:
         value = pitfalls.multi_head_attention_transposed_weights(x, params, H, transposed=subset)
         answer = None if len(subset) == len(_WEIGHTS) else (
-            f"the layer computed with {' and '.join(subset)} transposed (x @ W.T)")
+            f"the layer with {' and '.join(subset)} transposed, x @ W.T")
         wrong.append(_Wrong("weights_transposed", value, answer))
     return wrong
 
@@ -679,7 +681,7 @@ def check_multi_head_attention(fn: Callable) -> Feedback:
         wrong += [_Wrong(name, _layer_with_attention(PITFALLS[name].fn, x, params, H))
                   for name in ("scale_sqrt_d_model", "scale_missing", "scale_d_k", "attention_softmax_over_queries")]
         cases.append(_Case(f"{label} = {shape}, h={H}", (x, params, H), multi_head_attention(x, params, H), tuple(wrong)))
-    return _run(fn, cases, "multi_head_attention", signature="mha(x, params, n_heads)",
+    return _run(fn, cases, "multi_head_attention", signature="my_multi_head_attention(x, params, n_heads)",
                 allowed=("softmax",), unpack_first=True)
 
 
@@ -719,12 +721,12 @@ _UNIT_SLIPS: dict[str, tuple[tuple[float, str], ...]] = {
         (2e-9, "that looks like billions of FLOPs: write the whole count of MACs (one MAC is 2 FLOPs)"),
     ),
     "MiB": (
-        (_MIB, "that is in bytes: divide by 2**20 = 1,048,576 for MiB"),
-        (1024.0, "that is in KiB: divide by 1,024 for MiB"),
-        (1 / 1024, "that is in GiB: 1 GiB = 1,024 MiB"),
-        (_MIB / 1e6, "that is in MB (10**6 bytes); a MiB is 2**20 = 1,048,576 bytes"),
-        (_MIB / 1e9, "that is in GB (10**9 bytes); a MiB is 2**20 = 1,048,576 bytes"),
-        (8.0 * _MIB, "that is in bits: a byte is 8 bits, and a MiB 2**20 bytes"),
+        (_MIB, "that is in bytes; the question asks for MiB: divide by 2**20 = 1,048,576"),
+        (1024.0, "that is in KiB; the question asks for MiB: divide by 1,024"),
+        (1 / 1024, "that is in GiB; the question asks for MiB: multiply by 1,024"),
+        (_MIB / 1e6, "that is in MB (10**6 bytes); the question asks for MiB, 2**20 = 1,048,576 bytes each"),
+        (_MIB / 1e9, "that is in GB (10**9 bytes); the question asks for MiB, 2**20 = 1,048,576 bytes each"),
+        (8.0 * _MIB, "that is in bits; the question asks for MiB: a byte is 8 bits, a MiB 2**20 bytes"),
     ),
     "parameters": (
         (1e-6, "that looks like millions: write the whole count, not millions"),

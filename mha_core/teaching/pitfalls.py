@@ -5,7 +5,8 @@ marked ``<- the error`` in the code. They exist for two reasons:
 
 * ``notebooks/07_pitfalls`` runs them next to the correct code and measures the damage;
 * ``mha_core.teaching.exercises`` runs them on the same seeded inputs as a reader's attempt, so a
-  wrong attempt can be named ("your output matches the sqrt(d_model)-scaled answer").
+  wrong attempt can be named ("your output matches attention with the scores divided by
+  sqrt(d_model)").
 
 Never use them for anything else. ``PITFALLS`` maps each mistake's name to its function and a
 one-line explanation. ``attention_entropy`` measures how spread out attention weights are.
@@ -574,7 +575,7 @@ class Pitfall:
     mirrors : str
         The correct ``mha_core`` counterpart.
     answer : str
-        How a matching output is described: "the sqrt(d_model)-scaled answer".
+        What a matching output was computed as: "attention with the scores divided by sqrt(d_model)".
     explanation : str
         One line: what is wrong and why it matters.
     """
@@ -589,112 +590,123 @@ class Pitfall:
 _ALL = (
     Pitfall(
         "scale_sqrt_d_model", attention_scaled_by_sqrt_d_model, "scaled_dot_product_attention",
-        "the sqrt(d_model)-scaled answer",
-        "the dot products sum over d_k terms, so divide by sqrt(d_k); sqrt(d_model) over-damps "
-        "the logits by a further sqrt(h) and flattens the weights",
+        "attention with the scores divided by sqrt(d_model)",
+        "divide by sqrt(d_k), the width of one head: each score sums d_k products. sqrt(d_model) "
+        "shrinks the scores a further sqrt(h) times and the weights come out too flat",
     ),
     Pitfall(
         "scale_missing", attention_without_scale, "scaled_dot_product_attention",
-        "the unscaled answer (no 1/sqrt(d_k))",
-        "without 1/sqrt(d_k) the logits' spread grows like sqrt(d_k) and the softmax saturates",
+        "attention without the 1/sqrt(d_k) scale",
+        "divide the scores by sqrt(d_k): unscaled, they grow with the head width and the softmax "
+        "puts nearly all the weight on one key",
     ),
     Pitfall(
         "attention_softmax_over_queries", attention_softmax_over_queries, "scaled_dot_product_attention",
-        "the answer with the softmax taken over the queries (axis -2)",
+        "attention with the softmax taken over the queries (axis -2)",
         "each query's weights must sum to 1 over the keys: take the softmax over the last axis",
     ),
     Pitfall(
         "mask_after_softmax", attention_mask_after_softmax, "scaled_dot_product_attention",
-        "the answer masked after the softmax (weights zeroed, not renormalised)",
-        "mask the logits with -inf before the softmax; zeroing weights afterwards leaves rows "
-        "summing to less than 1, shaped by the future",
+        "attention masked after the softmax, the blocked weights set to 0 and the rest left as "
+        "they were",
+        "set the blocked scores to -inf before the softmax; zeroing weights afterwards leaves "
+        "rows that sum to less than 1",
     ),
     Pitfall(
         "softmax_over_queries", softmax_over_queries, "softmax",
-        "the softmax over the queries (axis -2)",
-        "scores are (N_q, N_k) and each query's row must sum to 1: normalise over the last axis",
+        "a softmax over axis -2 instead of the last axis",
+        "each row along the last axis must sum to 1: sum (and take the maximum) over axis=-1",
     ),
     Pitfall(
         "softmax_unstable", softmax_without_max_subtraction, "softmax",
-        "the softmax without the max subtraction (overflow -> NaN)",
-        "subtract each row's maximum before exp; the result is the same and exp can no longer overflow",
+        "the softmax formula without subtracting the maximum first, where exp overflows to inf "
+        "and inf / inf gives NaN",
+        "subtract the maximum along the last axis first, x - x.max(axis=-1, keepdims=True): the "
+        "result is the same and exp can no longer overflow",
     ),
     Pitfall(
         "causal_mask_upper", causal_mask_upper, "causal_mask",
-        "the upper-triangular mask (each token sees the future)",
-        "query i may attend keys j <= i: that is the lower triangle (np.tril / np.tri)",
+        "the upper triangle, where each token sees the future",
+        "query i may attend keys j <= i, the lower triangle: np.tril(np.ones((n, n), dtype=bool))",
     ),
     Pitfall(
         "causal_mask_without_diagonal", causal_mask_without_diagonal, "causal_mask",
-        "the strictly lower-triangular mask (no token sees itself)",
-        "keep the diagonal: j <= i, not j < i; otherwise the first token attends to nothing",
+        "the lower triangle without its diagonal, where no token sees itself",
+        "keep the diagonal (j <= i, not j < i), otherwise the first token attends to nothing: "
+        "np.tril(np.ones((n, n), dtype=bool))",
     ),
     Pitfall(
         "causal_mask_inverted", causal_mask_inverted, "causal_mask",
-        "the inverted mask (True = blocked)",
-        "in mha_core True means 'may attend'; your mask marks the blocked positions instead",
+        "the mask with True and False swapped, True marking the blocked keys",
+        "here True means 'may attend': flip your mask with ~, or build np.tril(np.ones((n, n), "
+        "dtype=bool))",
     ),
     Pitfall(
         "split_without_transpose", split_heads_without_transpose, "split_heads",
-        "the reshape-without-transpose answer",
-        "reshape to (..., N, h, d_k) first, then swap the N and h axes; a single reshape to "
-        "(..., h, N, d_k) has the right shape and scrambled values",
+        "a single reshape to (..., h, N, d_k) without the transpose",
+        "reshape to (..., N, h, d_k) first, then swap the N and h axes with np.swapaxes(x, -3, "
+        "-2); one reshape gives the right shape with each head holding pieces of other tokens",
     ),
     Pitfall(
         "merge_without_transpose", merge_heads_without_transpose, "merge_heads",
-        "the reshape-without-transpose answer",
-        "swap the h and N axes back to (..., N, h, d_v) before reshaping to (..., N, h*d_v)",
+        "a single reshape to (..., N, h*d_v) without the transpose",
+        "swap the h and N axes back first, np.swapaxes(x, -3, -2), then reshape the last two axes "
+        "into one",
     ),
     Pitfall(
         "no_output_projection", multi_head_attention_without_w_o, "multi_head_attention",
-        "the concat without W_O",
-        "W_O is the only place the heads mix; without it output block i is head i alone",
+        "the heads concatenated without W_O",
+        "multiply the concatenated heads by W_O: it is the only place the heads mix",
     ),
     Pitfall(
         "scale_d_k", attention_scaled_by_d_k, "scaled_dot_product_attention",
-        "the answer divided by d_k instead of sqrt(d_k)",
-        "divide by the square root, sqrt(d_k): the logits' spread grows like sqrt(d_k), so dividing "
-        "by d_k over-damps them and flattens the weights",
+        "attention with the scores divided by d_k instead of sqrt(d_k)",
+        "divide the scores by the square root, sqrt(d_k); dividing by d_k shrinks them too much "
+        "and the weights come out too flat",
     ),
     Pitfall(
         "mask_ignored", attention_ignoring_mask, "scaled_dot_product_attention",
-        "the answer without the mask",
-        "your function takes mask but never uses it: set the blocked logits (mask False) to -inf "
-        "before the softmax",
+        "attention computed without the mask",
+        "your function takes mask but never uses it. Pass it on, softmax(scores, axis=-1, "
+        "mask=mask), or set the blocked scores (mask False) to -inf before the softmax",
     ),
     Pitfall(
         "mask_inverted", attention_mask_inverted, "scaled_dot_product_attention",
-        "the answer with the mask read as True = blocked (PyTorch's nn.MultiheadAttention convention)",
-        "here True means 'may attend': block where the mask is False, e.g. np.where(mask, scores, -np.inf)",
+        "attention with the mask read backwards, True as blocked",
+        "here True means 'may attend' (some libraries, such as PyTorch's nn.MultiheadAttention, "
+        "use the opposite): block where the mask is False, np.where(mask, scores, -np.inf)",
     ),
     Pitfall(
         "mask_multiplied", attention_mask_by_multiplying, "scaled_dot_product_attention",
-        "the answer with the scores multiplied by the mask",
-        "a blocked logit must be -inf, not 0 (exp(0) = 1 still gets weight): use "
-        "np.where(mask, scores, -np.inf)",
+        "attention with the scores multiplied by the mask",
+        "a blocked score must become -inf, not 0 (exp(0) = 1 still gets weight): np.where(mask, "
+        "scores, -np.inf)",
     ),
     Pitfall(
         "layer_without_transpose", multi_head_attention_without_transpose, "multi_head_attention",
-        "the layer whose split and merge both skip the transpose",
-        "split: reshape to (..., N, h, d_k), then swap the N and h axes; merge: swap them back, then "
-        "reshape to (..., N, h*d_v)",
+        "the layer with both the split and the merge done by a single reshape, without the "
+        "transposes",
+        "split: reshape to (..., N, h, d_k), then swap the N and h axes; merge: swap them back, "
+        "then reshape the last two axes into one",
     ),
     Pitfall(
         "layer_split_without_transpose", multi_head_attention_split_without_transpose, "multi_head_attention",
-        "the layer whose split skips the transpose (its merge is right)",
-        "in the split, reshape to (..., N, h, d_k) first, then swap the N and h axes; a single "
-        "reshape to (..., h, N, d_k) gives each head pieces of other tokens",
+        "the layer with a right merge but a split done by a single reshape, without the transpose",
+        "in the split, reshape to (..., N, h, d_k) first, then swap the N and h axes; one reshape "
+        "to (..., h, N, d_k) gives each head pieces of other tokens",
     ),
     Pitfall(
         "layer_merge_without_transpose", multi_head_attention_merge_without_transpose, "multi_head_attention",
-        "the layer whose merge skips the transpose (its split is right)",
-        "in the merge, swap the h and N axes back to (..., N, h, d_v) before reshaping to (..., N, h*d_v)",
+        "the layer with a right split but a merge done by a single reshape, without the transpose",
+        "in the merge, swap the h and N axes back to (..., N, h, d_v) before reshaping the last "
+        "two axes into one",
     ),
     Pitfall(
         "weights_transposed", multi_head_attention_transposed_weights, "multi_head_attention",
-        "the layer computed with every weight transposed (x @ W.T)",
-        "here Q = x @ W_Q, with W_Q of shape (d_model, h*d_k); x @ W.T is PyTorch's nn.Linear "
-        "convention, which stores the transpose",
+        "the layer with every weight transposed, x @ W.T",
+        "here Q = x @ W_Q, with W_Q of shape (d_model, h*d_k). x @ W.T raised no error only "
+        "because these weights are square (d_model x d_model); some libraries store weights "
+        "transposed and write x @ W.T",
     ),
 )
 
