@@ -935,7 +935,7 @@ def test_other_right_numbers_pass(qid, value):
 
 def test_a_lost_batch_axis_is_explained():
     fb = ex.check_split_heads(lambda x, h: x.reshape(x.shape[0], h, -1).transpose(1, 0, 2))
-    assert "expected (2, 4, 5, 3), got (4, 2, 15)" in fb.message and "3 axes, the answer 4" in fb.message
+    assert "expected (2, 4, 5, 3), got (4, 2, 15)" in fb.message and "3 axes, the right one 4" in fb.message
 
 
 @pytest.mark.parametrize("fn", [

@@ -214,8 +214,9 @@ def _transpose_hint(tree: ast.AST, line: str, names: dict) -> str:
                 x = _name(target, line)
                 return (f"`{_text(node, line)}` lists {len(args)} axes, but `{_text(target, line)}` has "
                         f"{len(shape)}: its shape is {shape}. Count axes from the end, so that leading "
-                        f"(batch) axes pass through: np.swapaxes({x}, -3, -2) swaps the two axes before "
-                        f"the last.")
+                        f"(batch) axes pass through: np.swapaxes({x}, -3, -2) swaps the third- and "
+                        f"second-to-last axes whatever comes in front; keep those leading axes in any "
+                        f"reshape too.")
     return ("transpose was given a list of axes that does not match the array's number of axes (a batch "
             "adds one). Count axes from the end instead: np.swapaxes(x, -3, -2).")
 

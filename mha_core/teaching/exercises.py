@@ -324,8 +324,9 @@ def _axes_hint(got: np.ndarray, exp: np.ndarray) -> str | None:
     """For a result with a different number of axes: most often a batch axis lost or merged."""
     if got.ndim == exp.ndim:
         return None
-    return (f"Your result has {got.ndim} axes, the answer {exp.ndim}: keep any leading (batch) axes as they "
-            f"are, and count the others from the end (x.shape[-2], np.swapaxes(x, -3, -2)).")
+    return (f"Your result has {got.ndim} axes, the right one {exp.ndim}: any leading (batch) axes must stay "
+            f"in front. Read the sizes from the end (x.shape[-2:]), keep x.shape[:-2] in front in every "
+            f"reshape, and swap axes counted from the end (np.swapaxes(x, -3, -2)).")
 
 
 def _rows_hint(got: np.ndarray, case: _Case) -> str | None:
