@@ -33,7 +33,8 @@ unit (FLOPs for MACs, GiB or bytes for MiB), is named. The result is a ``Feedbac
 
     >>> from mha_core.teaching.exercises import check_split_heads
     >>> check_split_heads(lambda x, h: x.reshape(*x.shape[:-2], h, x.shape[-2], -1))
-    Feedback (not yet, pitfall split_without_transpose): Your output matches the reshape-without-transpose answer ...
+    Feedback (not yet, pitfall split_without_transpose): On x of shape (N, d_model) = (5, 12), h=4: your
+    output matches a single reshape to (..., h, N, d_k) without the transpose. Fix: ...
 
 Checkers are pure: the same function gives the same ``Feedback`` every time.
 """
