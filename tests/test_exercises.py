@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 from references import reference_mha
@@ -237,9 +240,18 @@ def test_each_pitfall_is_named(name):
     assert name in repr(fb)
 
 
-def test_sqrt_d_model_message_reads_as_promised():
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/teachers_guide.md"])
+def test_the_docs_quote_the_checker_as_it_speaks(doc):
+    # the README and the teacher's guide quote the sqrt(d_model) message; the quote must stay true
+    text = " ".join((ROOT / doc).read_text().split())
+    quotes = re.findall(r'"(your output matches [^"]*)"', text)
+    assert quotes, f"{doc} no longer quotes the checker"
     fb = ex.check_attention(pf.attention_scaled_by_sqrt_d_model)
-    assert "your output matches attention with the scores divided by sqrt(d_model)" in fb.message
+    for quote in quotes:
+        assert quote in fb.message
 
 
 def test_mask_after_softmax_is_only_visible_with_a_mask():
