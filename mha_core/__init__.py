@@ -26,6 +26,7 @@ imports itself back through others. ``tests/test_architecture.py`` checks all of
     teaching/   aids for the notebooks
         pitfalls   the classic mistakes, on purpose  (notebook 07 and the checkers)
         exercises  check_* -> Feedback             the notebooks' exercises
+        diagnosis  LibraryWatch, explain_error     the checkers' plain words for the reader's errors
         demo       SENTENCE, PASSAGE, embed_tokens the demo sentence and its (N, d_model) input
     training/   the toy task and its trainer (notebook 08)
         tasks      OffsetPairTask                  a toy task that needs two relationships at once

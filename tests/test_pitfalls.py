@@ -227,7 +227,7 @@ def test_registry():
         assert p.name == name
         assert callable(p.fn) and p.fn.__name__ in pf.__all__
         assert p.explanation and "\n" not in p.explanation
-        assert p.answer.startswith("the ")
+        assert p.answer and "\n" not in p.answer and not p.answer.endswith(".")
         assert "WRONG" in p.fn.__doc__
     with pytest.raises(TypeError):
         pf.PITFALLS["new"] = None  # read-only
@@ -253,3 +253,109 @@ def test_layer_without_transpose_rejects_bad_params():
         pf.multi_head_attention_without_transpose(np.ones((N, 16)), params, 4)
     with pytest.raises(ValueError, match="n_heads=3"):
         pf.multi_head_attention_without_transpose(np.ones((N, 16)), init_params(MHAConfig(16, 4), 0, dtype=np.float64), 3)
+
+
+# ---------------------------------------------------------------- the mistakes added for issue 16
+
+
+def test_d_k_scale_is_attention_with_scale_one_over_d_k(qkv):
+    q, k, v = qkv
+    out, w = pf.attention_scaled_by_d_k(q, k, v)
+    ref_out, ref_w = loops_per_head(q, k, v, scale=1 / D_K)
+    np.testing.assert_allclose(out, ref_out, rtol=1e-10)
+    np.testing.assert_allclose(w, ref_w, rtol=1e-10)
+    # over-damped: flatter rows than the right sqrt(d_k) scale
+    assert (pf.attention_entropy(w) > pf.attention_entropy(scaled_dot_product_attention(q, k, v)[1])).all()
+
+
+def test_ignored_mask_is_the_unmasked_answer(qkv):
+    q, k, v = qkv
+    mask = causal_mask(N)
+    out, w = pf.attention_ignoring_mask(q, k, v, mask)
+    np.testing.assert_allclose(out, scaled_dot_product_attention(q, k, v)[0], rtol=1e-12)
+    assert (w[..., ~mask] > 0).all()  # the future gets weight
+    with pytest.raises(TypeError, match="mask"):
+        pf.attention_ignoring_mask(q, k, v, np.ones((N, N)))  # still validated
+
+
+def test_inverted_mask_attends_only_where_blocked(qkv):
+    q, k, v = qkv
+    mask = causal_mask(N)
+    out, w = pf.attention_mask_inverted(q, k, v, mask)
+    blocked = ~mask
+    for i in range(H):  # rows with an allowed key: loops with the inverted mask
+        ref_out, ref_w = attention_by_loops(q[i].tolist(), k[i].tolist(), v[i].tolist(), blocked.tolist())
+        np.testing.assert_allclose(out[i], ref_out, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(w[i], ref_w, rtol=1e-10, atol=1e-12)
+    assert (w[..., mask] == 0).all()  # exactly the allowed keys get nothing
+    assert (w[..., -1, :] == 0).all()  # the last query blocks every key
+    np.testing.assert_allclose(pf.attention_mask_inverted(q, k, v)[0], scaled_dot_product_attention(q, k, v)[0])
+
+
+def test_multiplied_mask_gives_blocked_keys_weight(qkv):
+    q, k, v = qkv
+    mask = causal_mask(N)
+    _, w = pf.attention_mask_by_multiplying(q, k, v, mask)
+    scores = np.einsum("hqd,hkd->hqk", q, k) / np.sqrt(D_K) * mask  # blocked logits 0
+    e = np.exp(scores)
+    np.testing.assert_allclose(w, e / e.sum(-1, keepdims=True), rtol=1e-12)
+    assert (w[..., ~mask] > 0).all()
+
+
+@pytest.fixture
+def layer():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, N, H * D_K))  # (B, N, d_model)
+    return x, init_params(MHAConfig(H * D_K, H), rng, dtype=np.float64)
+
+
+def test_split_only_and_merge_only_are_three_different_mistakes(layer):
+    x, params = layer
+    right = multi_head_attention(x, params, H)
+    both = pf.multi_head_attention_without_transpose(x, params, H)
+    split_only = pf.multi_head_attention_split_without_transpose(x, params, H)
+    merge_only = pf.multi_head_attention_merge_without_transpose(x, params, H)
+    outs = [right, both, split_only, merge_only]
+    for i in range(4):
+        for j in range(i):
+            assert not np.allclose(outs[i], outs[j])
+    # split only = the scrambled heads, merged back correctly
+    q, k, v = (pf.split_heads_without_transpose(x @ params[w], H) for w in ("W_Q", "W_K", "W_V"))
+    np.testing.assert_allclose(split_only, merge_heads(scaled_dot_product_attention(q, k, v)[0]) @ params["W_O"])
+    # merge only = the right heads, merged by one reshape
+    heads = head_outputs(x, params, H)
+    np.testing.assert_allclose(merge_only, pf.merge_heads_without_transpose(heads) @ params["W_O"], rtol=1e-12)
+
+
+def test_split_only_and_merge_only_are_right_for_one_head():
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((N, 8))
+    one = init_params(MHAConfig(8, 1), rng, dtype=np.float64)
+    for fn in (pf.multi_head_attention_split_without_transpose, pf.multi_head_attention_merge_without_transpose):
+        np.testing.assert_allclose(fn(x, one, 1), multi_head_attention(x, one, 1), rtol=1e-12, atol=1e-12)
+
+
+def test_transposed_weights(layer):
+    x, params = layer
+    right = multi_head_attention(x, params, H)
+    wrong = pf.multi_head_attention_transposed_weights(x, params, H)
+    by_hand = pf.multi_head_attention_transposed_weights(x, {w: params[w].T for w in params}, H, transposed=())
+    np.testing.assert_allclose(wrong, multi_head_attention(x, {w: params[w].T for w in params}, H), rtol=1e-12)
+    np.testing.assert_allclose(by_hand, wrong, rtol=1e-12)
+    assert not np.allclose(wrong, right)
+    # symmetric weights: W.T = W, so the mistake cannot show
+    sym = {w: (p + p.T) / 2 for w, p in params.items()}
+    np.testing.assert_allclose(pf.multi_head_attention_transposed_weights(x, sym, H), multi_head_attention(x, sym, H),
+                               rtol=1e-12)
+    only_o = pf.multi_head_attention_transposed_weights(x, params, H, transposed=("W_O",))
+    np.testing.assert_allclose(only_o, merge_heads(head_outputs(x, params, H)) @ params["W_O"].T, rtol=1e-12)
+
+
+def test_transposed_weights_validate(layer):
+    x, params = layer
+    with pytest.raises(ValueError, match="transposed must name"):
+        pf.multi_head_attention_transposed_weights(x, params, H, transposed=("W_X",))
+    with pytest.raises(ValueError, match="W_K"):  # GQA's narrower W_K is refused, so every weight is square
+        pf.multi_head_attention_transposed_weights(x, init_params(MHAConfig(H * D_K, H, 2), 0, dtype=np.float64), H)
+    with pytest.raises(ValueError, match="no biases"):
+        pf.multi_head_attention_split_without_transpose(x, init_params(MHAConfig(H * D_K, H, bias=True), 0), H)

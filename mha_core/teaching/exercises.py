@@ -13,14 +13,28 @@ The worked solutions live in ``notebooks/solutions/``. Numeric questions work th
 ``check_answer("params_768_12", ...)`` with the literal ``...`` is "not attempted yet".
 
 Each ``check_*`` function takes the reader's function (or, for the scale, a number), runs it on
-seeded inputs and compares the result with ``mha_core``'s answer. When they differ it compares
-the result with each known mistake from ``mha_core.teaching.pitfalls`` and names the one that matches.
-It also reports a wrong shape, a wrong dtype, a NaN, an input modified in place, or an exception
-raised by the reader's code (as a message, never a traceback). The result is a ``Feedback``:
+seeded inputs and compares the result with ``mha_core``'s answer. Any correct variant passes
+(another axis convention, a global maximum in the softmax, an additive ``-inf`` mask): only the
+numbers are compared. When they differ it compares the result with each known mistake from
+``mha_core.teaching.pitfalls`` and names the one that matches. It also reports, in plain words:
+
+* a call to ``mha_core``'s own answer (``this calls mha_core's softmax; write it yourself``),
+  however it was imported: while the reader's code runs, every call into ``mha_core.core`` is
+  watched, and only the functions an exercise hands out (``softmax`` for attention) may be used;
+* an exception raised by the reader's code, as the shapes involved and the likely cause
+  (``k.T`` on a 3-D array, ``transpose(1, 0, 2)`` on a batch, a ``reshape`` with fixed sizes,
+  a reduction without ``keepdims``), never as a traceback;
+* a wrong shape, a wrong dtype, a NaN, or an input modified in place.
+
+Numbers (``check_scale``, ``check_answer``) are right within a relative ``ANSWER_RTOL`` = 1e-3:
+a rounded answer passes when it is within 0.1 % of the exact one, which four significant
+figures always are (0.08839 for 1/sqrt(128)). A known mistake, or the right number in another
+unit (FLOPs for MACs, GiB or bytes for MiB), is named. The result is a ``Feedback``:
 
     >>> from mha_core.teaching.exercises import check_split_heads
     >>> check_split_heads(lambda x, h: x.reshape(*x.shape[:-2], h, x.shape[-2], -1))
-    Feedback (not yet, pitfall split_without_transpose): Your output matches the reshape-without-transpose answer ...
+    Feedback (not yet, pitfall split_without_transpose): On x of shape (N, d_model) = (5, 12), h=4: your
+    output matches a single reshape to (..., h, N, d_k) without the transpose. Fix: ...
 
 Checkers are pure: the same function gives the same ``Feedback`` every time.
 """
@@ -32,6 +46,7 @@ import numbers
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import combinations
 
 import numpy as np
 
@@ -43,15 +58,17 @@ from ..core.masks import causal_mask
 from ..core.mha import multi_head_attention
 from ..core.softmax import softmax
 from . import pitfalls
+from .diagnosis import LibraryWatch, explain_error
 from .pitfalls import PITFALLS
 
 __all__ = [
+    "ANSWER_RTOL",
     "Feedback",
+    "QUESTIONS",
+    "check_answer",
     "check_attention",
     "check_causal_mask",
     "check_merge_heads",
-    "QUESTIONS",
-    "check_answer",
     "check_multi_head_attention",
     "check_scale",
     "check_softmax",
@@ -68,6 +85,11 @@ RTOL, ATOL = 1e-7, 1e-9
 # Sizes chosen pairwise different (N=5, h=4, d_k=3, B=2) so that a swapped axis always
 # changes the shape or the values, never both by coincidence.
 N, H, D_K, BATCH = 5, 4, 3, 2
+# A number typed by the reader is right within this relative tolerance: 0.1 %, which four
+# significant figures always meet (and three do unless the number starts with a 1).
+ANSWER_RTOL = 1e-3
+# Within this relative distance (but outside ANSWER_RTOL) a number is "rounded too far".
+_CLOSE_RTOL = 0.05
 
 
 @dataclass(frozen=True)
@@ -92,19 +114,20 @@ class Feedback:
     pitfall: str | None = None
     attempted: bool = True
 
-    def _headline(self) -> str:
+    def _headline(self, *, tag: bool = True) -> str:
         if not self.attempted:
             return "not attempted yet"
         if self.ok:
             return "correct"
-        return "not yet" + (f", pitfall {self.pitfall}" if self.pitfall else "")
+        return "not yet" + (f", pitfall {self.pitfall}" if self.pitfall and tag else "")
 
     def __repr__(self) -> str:
         return f"Feedback ({self._headline()}): {self.message}"
 
     def _repr_html_(self) -> str:
         # Blue for right, orange for wrong (readable with red-green colour blindness), plus a symbol.
-        # Grey with an open circle for a blank exercise: nothing is wrong yet.
+        # Grey with an open circle for a blank exercise: nothing is wrong yet. The pitfall's registry
+        # name (a developer's tag) stays in the text repr; the student reads the message.
         if not self.attempted:
             colour, symbol = ("#595959", "&#9675;")
         elif self.ok:
@@ -113,7 +136,7 @@ class Feedback:
             colour, symbol = ("#b35806", "&#10007;")
         return (
             f'<div style="border-left:5px solid {colour};padding:4px 10px;margin:4px 0">'
-            f'<b style="color:{colour}">{symbol} {html.escape(self._headline())}:</b> '
+            f'<b style="color:{colour}">{symbol} {html.escape(self._headline(tag=False))}:</b> '
             f"{html.escape(self.message)}</div>"
         )
 
@@ -131,13 +154,22 @@ def _not_attempted(what: str) -> Feedback:
 
 
 @dataclass(frozen=True)
+class _Wrong:
+    """A known mistake's answer on one case. ``value`` may be a masked array: masked entries are not compared."""
+
+    pitfall: str
+    value: np.ndarray
+    answer: str | None = None  # how to describe a match; default PITFALLS[pitfall].answer
+
+
+@dataclass(frozen=True)
 class _Case:
-    """One seeded test input: the arguments, the right answer and each candidate pitfall's answer."""
+    """One seeded test input: the arguments, the right answer and each candidate mistake's answer."""
 
     label: str
     args: tuple
     expected: np.ndarray
-    wrong: dict[str, np.ndarray] = field(default_factory=dict)
+    wrong: tuple[_Wrong, ...] = field(default_factory=tuple)
 
 
 def _check_callable(fn, name: str = "fn") -> None:
@@ -170,23 +202,47 @@ def _unchanged(a, b) -> bool:
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
     if a.shape != b.shape:
         return False
+    if np.ma.isMaskedArray(b):  # compare only where b is not masked
+        keep = ~np.ma.getmaskarray(b)
+        return _same(a[keep], np.ma.getdata(b)[keep])
     if a.dtype == np.bool_ or b.dtype == np.bool_:
         return a.dtype == b.dtype and bool(np.array_equal(a, b))
     return bool(np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True))
 
 
-def _call(fn: Callable, args: tuple):
-    """Run the reader's code quietly: numpy warnings are silenced (a NaN is reported instead)."""
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
+@dataclass(frozen=True)
+class _Outcome:
+    value: object = None
+    error: Exception | None = None
+    library: str | None = None  # the mha_core function the reader's code called, if any
+
+
+def _library_feedback(name: str, allowed: tuple[str, ...]) -> Feedback:
+    given = (f" From mha_core you may use {' and '.join(allowed)} here, nothing else; your own functions "
+             f"are fine." if allowed else " This exercise is NumPy only.")
+    return Feedback(False, f"This calls mha_core's {name}; write it yourself.{given}")
+
+
+def _call(fn: Callable, args: tuple, allowed: tuple[str, ...] = ()) -> _Outcome:
+    """Run the reader's code quietly, watching for calls into mha_core.
+
+    Numpy warnings are silenced (a NaN is reported instead); an exception is returned, not raised.
+    """
+    with warnings.catch_warnings(), np.errstate(all="ignore"), LibraryWatch(allowed) as watch:
         warnings.simplefilter("ignore")
-        return fn(*args)
+        try:
+            value = fn(*args)
+        except Exception as e:  # noqa: BLE001  (the reader's bug is reported, not raised)
+            return _Outcome(error=e, library=watch.called)
+    return _Outcome(value, library=watch.called)
 
 
 def _match_pitfall(got: np.ndarray, case: _Case) -> Feedback | None:
-    for name, wrong in case.wrong.items():
-        if _same(got, wrong):
-            p = PITFALLS[name]
-            return Feedback(False, f"Your output matches {p.answer} (on {case.label}). Fix: {p.explanation}.", name)
+    for w in case.wrong:
+        if _same(got, w.value):
+            p = PITFALLS[w.pitfall]
+            answer = w.answer or p.answer
+            return Feedback(False, f"On {case.label}: your output matches {answer}. Fix: {p.explanation}.", w.pitfall)
     return None
 
 
@@ -195,19 +251,27 @@ def _run(
     cases: Sequence[_Case],
     what: str,
     *,
+    signature: str,
+    allowed: tuple[str, ...] = (),
     unpack_first: bool = False,
     shape_hint: Callable[[tuple, _Case], str | None] | None = None,
     value_hint: Callable[[np.ndarray, _Case], str | None] | None = None,
 ) -> Feedback:
-    """Run ``fn`` on every case and return the first problem found, or a success."""
+    """Run ``fn`` on every case and return the first problem found, or a success.
+
+    ``signature`` is how the checker calls ``fn`` (for a message); ``allowed`` names the
+    ``mha_core`` functions the exercise lets the reader use.
+    """
     for case in cases:
         args = _copy_args(case.args)
-        try:
-            got = _call(fn, args)
-        except NotImplementedError:  # the blank stub: nothing to judge yet
+        outcome = _call(fn, args, allowed)
+        if outcome.library is not None:
+            return _library_feedback(outcome.library, allowed)
+        if isinstance(outcome.error, NotImplementedError):  # the blank stub: nothing to judge yet
             return _not_attempted(f"{what} function")
-        except Exception as e:  # the reader's bug is reported, not raised
-            return Feedback(False, f"Your function raised {type(e).__name__}: {e} ({case.label}).")
+        if outcome.error is not None:
+            return Feedback(False, explain_error(outcome.error, case.label, signature, case.expected.shape))
+        got = outcome.value
         if unpack_first and isinstance(got, tuple) and got:
             got = got[0]  # (out, weights) -> out
         if not isinstance(got, np.ndarray):
@@ -220,7 +284,7 @@ def _run(
             )
         exp = case.expected
         if got.shape != exp.shape:
-            hint = shape_hint(got.shape, case) if shape_hint else None
+            hint = (shape_hint(got.shape, case) if shape_hint else None) or _axes_hint(got, exp)
             return Feedback(
                 False,
                 f"Wrong shape ({case.label}): expected {exp.shape}, got {got.shape}." + (f" {hint}" if hint else ""),
@@ -249,12 +313,21 @@ def _run(
             wrong = int(np.count_nonzero(got != exp))
             detail = f"{wrong:,} of {exp.size:,} entries differ"
         else:
-            detail = f"largest error {float(np.max(np.abs(got - exp))):.3g}"
+            detail = f"largest difference from the right output {float(np.max(np.abs(got - exp))):.3g}"
         return Feedback(
             False, f"Right shape, wrong values ({case.label}): {detail}." + (f" {hint}" if hint else "")
         )
     plural = "s" if len(cases) > 1 else ""
     return Feedback(True, f"{what} matches mha_core on {len(cases)} seeded case{plural}.")
+
+
+def _axes_hint(got: np.ndarray, exp: np.ndarray) -> str | None:
+    """For a result with a different number of axes: most often a batch axis lost or merged."""
+    if got.ndim == exp.ndim:
+        return None
+    return (f"Your result has {got.ndim} axes, the right one {exp.ndim}: any leading (batch) axes must stay "
+            f"in front. Read the sizes from the end (x.shape[-2:]), keep x.shape[:-2] in front in every "
+            f"reshape, and swap axes counted from the end (np.swapaxes(x, -3, -2)).")
 
 
 def _rows_hint(got: np.ndarray, case: _Case) -> str | None:
@@ -263,8 +336,11 @@ def _rows_hint(got: np.ndarray, case: _Case) -> str | None:
         return None
     for axis in range(got.ndim - 1):
         if np.allclose(got.sum(axis=axis), 1.0):
-            return (f"Your values sum to 1 along axis {axis}, not along the last axis (the keys): "
+            return (f"Your values sum to 1 along axis {axis}, not along the last axis: "
                     f"the softmax ran over the wrong axis.")
+    if np.isclose(got.sum(), 1.0):
+        return ("Your values sum to 1 over the whole array, not row by row: sum over the last axis "
+                "with keepdims=True.")
     return None
 
 
@@ -279,6 +355,7 @@ def check_split_heads(fn: Callable) -> Feedback:
     """Check the reader's ``split_heads(x, n_heads)``: ``(..., N, h*d_k) -> (..., h, N, d_k)``.
 
     Cases: ``x`` of shape (N, h*d_k) = (5, 12) with h=4, then with a batch axis (2, 5, 12).
+    No ``mha_core`` function may be called.
 
     Parameters
     ----------
@@ -292,7 +369,7 @@ def check_split_heads(fn: Callable) -> Feedback:
     rng, cases = _rng(), []
     for label, shape in (("x of shape (N, d_model)", (N, H * D_K)), ("x of shape (B, N, d_model)", (BATCH, N, H * D_K))):
         x = rng.standard_normal(shape)  # (B?, N, h*d_k)
-        wrong = {"split_without_transpose": PITFALLS["split_without_transpose"].fn(x, H)}
+        wrong = (_Wrong("split_without_transpose", PITFALLS["split_without_transpose"].fn(x, H)),)
         cases.append(_Case(f"{label} = {shape}, h={H}", (x, H), split_heads(x, H), wrong))
 
     def shape_hint(got, case):
@@ -301,13 +378,14 @@ def check_split_heads(fn: Callable) -> Feedback:
             return "That is (..., N, h, d_k): you reshaped but did not move the head axis in front of N."
         return None
 
-    return _run(fn, cases, "split_heads", shape_hint=shape_hint)
+    return _run(fn, cases, "split_heads", signature="split_heads(x, n_heads)", shape_hint=shape_hint)
 
 
 def check_merge_heads(fn: Callable) -> Feedback:
     """Check the reader's ``merge_heads(x)``: ``(..., h, N, d_v) -> (..., N, h*d_v)``.
 
     Cases: ``x`` of shape (h, N, d_v) = (4, 5, 3), then with a batch axis (2, 4, 5, 3).
+    No ``mha_core`` function may be called.
 
     Parameters
     ----------
@@ -319,9 +397,9 @@ def check_merge_heads(fn: Callable) -> Feedback:
     """
     _check_callable(fn)
     rng, cases = _rng(), []
-    for label, shape in (("x of shape (h, N, d_v)", (H, N, D_K)), ("x of shape (B, h, N, d_v)", (BATCH, H, N, D_K))):
+    for label, shape in (("input of shape (h, N, d_v)", (H, N, D_K)), ("input of shape (B, h, N, d_v)", (BATCH, H, N, D_K))):
         x = rng.standard_normal(shape)  # (B?, h, N, d_v)
-        wrong = {"merge_without_transpose": PITFALLS["merge_without_transpose"].fn(x)}
+        wrong = (_Wrong("merge_without_transpose", PITFALLS["merge_without_transpose"].fn(x)),)
         cases.append(_Case(f"{label} = {shape}", (x,), merge_heads(x), wrong))
 
     def shape_hint(got, case):
@@ -330,7 +408,24 @@ def check_merge_heads(fn: Callable) -> Feedback:
             return "That is (..., N, h, d_v): after the transpose, reshape the last two axes into one."
         return None
 
-    return _run(fn, cases, "merge_heads", shape_hint=shape_hint)
+    return _run(fn, cases, "merge_heads", signature="merge_heads(x)", shape_hint=shape_hint)
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def _close(value, target: float, rtol: float = ANSWER_RTOL) -> bool:
+    return bool(np.isclose(float(value), target, rtol=rtol, atol=0.0))
+
+
+def _fmt(x: float) -> str:
+    """A number as a reader writes it: 28,311,552 or 1,280 or 0.125."""
+    x = float(x)
+    return f"{int(x):,}" if x.is_integer() and abs(x) < 1e18 else f"{x:,.6g}"
+
+
+def _rounded_too_far(value, right: float) -> bool:
+    return _close(value, right, _CLOSE_RTOL) and not _close(value, right)
 
 
 # --------------------------------------------------------------------------- scale
@@ -340,10 +435,10 @@ _SCALE_CONFIGS = ((512, 8), (4096, 32), (64, 2))
 
 
 def _scale_verdict(value, d_model: int, h: int, where: str) -> Feedback | None:
-    """None if ``value`` is the right multiplier ``1/sqrt(d_k)``, else a diagnosis."""
+    """None if ``value`` is the right multiplier ``1/sqrt(d_k)`` within ``ANSWER_RTOL``, else a diagnosis."""
     d_k = d_model // h
     right = 1.0 / np.sqrt(d_k)
-    if np.isclose(value, right, rtol=1e-6):
+    if _close(value, right):
         return None
     known = (
         (1.0 / np.sqrt(d_model), "scale_sqrt_d_model",
@@ -351,24 +446,30 @@ def _scale_verdict(value, d_model: int, h: int, where: str) -> Feedback | None:
          f"{PITFALLS['scale_sqrt_d_model'].explanation}."),
         (1.0, "scale_missing",
          f"Your scale is 1 ({where}): {PITFALLS['scale_missing'].explanation}."),
+        (1.0 / d_k, "scale_d_k",
+         f"Your scale is 1/d_k = {1 / d_k:.5g} ({where}): take the square root, 1/sqrt(d_k); the "
+         f"logits' standard deviation grows like sqrt(d_k), not d_k."),
         (np.sqrt(d_k), None,
          f"Your scale is sqrt(d_k) = {np.sqrt(d_k):.4g} ({where}): that is the divisor; the scale "
          f"multiplies the logits, so it is 1/sqrt(d_k)."),
-        (1.0 / d_k, None,
-         f"Your scale is 1/d_k = {1 / d_k:.4g} ({where}): take the square root, 1/sqrt(d_k); the "
-         f"logits' standard deviation grows like sqrt(d_k), not d_k."),
         (np.sqrt(d_model), None,
          f"Your scale is sqrt(d_model) = {np.sqrt(d_model):.4g} ({where}): wrong width and "
          f"multiplied instead of divided; the scale is 1/sqrt(d_k)."),
     )
     for wrong, name, message in known:
-        if np.isclose(value, wrong, rtol=1e-6):
+        if _close(value, wrong):
             return Feedback(False, message, name)
+    if _rounded_too_far(value, right):
+        return Feedback(False, f"Your scale {float(value):.4g} is close to 1/sqrt(d_k) but rounded too far "
+                               f"({where}): give four significant figures.")
     return Feedback(False, f"Your scale is {float(value):.4g} ({where}); expected 1/sqrt(d_k) = {right:.4g}.")
 
 
 def check_scale(fn_or_value, *, d_model: int = 512, n_heads: int = 8) -> Feedback:
     """Check the softmax temperature: the number the logits ``Q K^T`` are MULTIPLIED by.
+
+    A number is right within a relative ``ANSWER_RTOL`` (0.1 %), as in ``check_answer``: a
+    rounded 0.08839 for 1/sqrt(128) passes.
 
     Parameters
     ----------
@@ -389,12 +490,14 @@ def check_scale(fn_or_value, *, d_model: int = 512, n_heads: int = 8) -> Feedbac
     if callable(fn_or_value):
         for dm, h in _SCALE_CONFIGS:
             where = f"d_model={dm}, h={h}"
-            try:
-                value = _call(fn_or_value, (dm, h))
-            except NotImplementedError:
+            outcome = _call(fn_or_value, (dm, h))
+            if outcome.library is not None:
+                return _library_feedback(outcome.library, ())
+            if isinstance(outcome.error, NotImplementedError):
                 return _not_attempted("scale function")
-            except Exception as e:
-                return Feedback(False, f"Your function raised {type(e).__name__}: {e} ({where}).")
+            if outcome.error is not None:
+                return Feedback(False, explain_error(outcome.error, where, "fn(d_model, n_heads)"))
+            value = outcome.value
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 return Feedback(False, f"Your function returned a {type(value).__name__}; expected a number ({where}).")
             verdict = _scale_verdict(value, dm, h, where)
@@ -418,7 +521,7 @@ def check_scale(fn_or_value, *, d_model: int = 512, n_heads: int = 8) -> Feedbac
 def check_causal_mask(fn: Callable) -> Feedback:
     """Check the reader's ``causal_mask(n)``: bool ``(N, N)``, True where key j <= query i.
 
-    Cases: N = 5 and N = 1.
+    Cases: N = 5 and N = 1. No ``mha_core`` function may be called.
 
     Parameters
     ----------
@@ -431,17 +534,18 @@ def check_causal_mask(fn: Callable) -> Feedback:
     _check_callable(fn)
     names = ("causal_mask_upper", "causal_mask_without_diagonal", "causal_mask_inverted")
     cases = [
-        _Case(f"n={n}", (n,), causal_mask(n), {name: PITFALLS[name].fn(n) for name in names})
+        _Case(f"n={n}", (n,), causal_mask(n), tuple(_Wrong(name, PITFALLS[name].fn(n)) for name in names))
         for n in (N, 1)
     ]
-    return _run(fn, cases, "causal_mask")
+    return _run(fn, cases, "causal_mask", signature="causal_mask(n)")
 
 
 def check_softmax(fn: Callable) -> Feedback:
     """Check the reader's ``softmax(x)`` over the last axis (the keys) of scores ``(..., N_q, N_k)``.
 
     Cases: moderate logits of shape (h, N_q, N_k) = (4, 5, 6), then logits near 1000 where a
-    naive ``exp`` overflows.
+    naive ``exp`` overflows. Subtracting the global maximum instead of each row's is right too
+    (no row underflows on these inputs). No ``mha_core`` function may be called.
 
     Parameters
     ----------
@@ -456,13 +560,25 @@ def check_softmax(fn: Callable) -> Feedback:
     small = 2.0 * rng.standard_normal((H, N, N + 1))  # (h, N_q, N_k)
     large = 1000.0 + 5.0 * rng.standard_normal((H, N, N + 1))  # (h, N_q, N_k), exp overflows
     cases = []
-    for label, x in (("moderate logits", small), ("logits near 1000", large)):
-        wrong = {name: PITFALLS[name].fn(x) for name in ("softmax_over_queries", "softmax_unstable")}
+    for label, x in (("scores", small), ("large scores near 1000", large)):
+        wrong = tuple(_Wrong(name, PITFALLS[name].fn(x)) for name in ("softmax_over_queries", "softmax_unstable"))
         cases.append(_Case(f"{label}, shape {x.shape}", (x,), softmax(x, axis=-1), wrong))
-    return _run(fn, cases, "softmax", value_hint=_rows_hint)
+    return _run(fn, cases, "softmax", signature="softmax(x)", value_hint=_rows_hint)
 
 
 # --------------------------------------------------------------------------- attention
+
+
+def _inverted_mask_answer(q, k, v, mask) -> np.ma.MaskedArray:
+    """The True = blocked answer, with the rows that block every key left out of the comparison.
+
+    Such a row has no right value: it is NaN with a plain ``-inf`` fill, uniform with ``-1e9``,
+    zeros in ``mha_core``. The other rows tell the mistake apart.
+    """
+    out, _ = PITFALLS["mask_inverted"].fn(q, k, v, mask)  # (h, N_q, d_v)
+    nothing_allowed = ~(~mask).any(axis=-1)  # (N_q,): the inverted mask blocks the whole row
+    dont_compare = np.broadcast_to(nothing_allowed[:, None], out.shape)  # (h, N_q, d_v)
+    return np.ma.masked_array(out, mask=dont_compare)
 
 
 def check_attention(fn: Callable, *, with_mask: bool = True) -> Feedback:
@@ -470,7 +586,10 @@ def check_attention(fn: Callable, *, with_mask: bool = True) -> Feedback:
 
     Inputs have a heads axis: q, k, v of shape (h, N, d_k) = (4, 5, 3), so d_model = 12 and a
     sqrt(d_model) scale can be told apart from sqrt(d_k). The function may return ``out`` or
-    ``(out, weights)``; ``out`` is compared.
+    ``(out, weights)``; ``out`` is compared. It may use ``mha_core``'s ``softmax`` (and
+    ``causal_mask``), and no other ``mha_core`` function. Recognised: the scale mistakes
+    (sqrt(d_model), none, d_k), the softmax over the queries, and with the mask, the mask ignored,
+    read as True = blocked, multiplied into the scores, or applied after the softmax.
 
     Parameters
     ----------
@@ -488,15 +607,27 @@ def check_attention(fn: Callable, *, with_mask: bool = True) -> Feedback:
         raise TypeError(f"with_mask must be a bool, got {type(with_mask).__name__}")
     rng = _rng()
     q, k, v = (rng.standard_normal((H, N, D_K)) for _ in range(3))  # (h, N, d_k) each
-    names = ("scale_sqrt_d_model", "scale_missing", "attention_softmax_over_queries", "mask_after_softmax")
+    names = ("scale_sqrt_d_model", "scale_missing", "scale_d_k", "attention_softmax_over_queries")
     cases = []
     masks = ((None, "no mask"), (causal_mask(N), "causal mask")) if with_mask else ((None, "no mask"),)
     for mask, label in masks:
         args = (q, k, v) if mask is None else (q, k, v, mask)
         expected, _ = scaled_dot_product_attention(q, k, v, mask)  # (h, N, d_v)
-        wrong = {name: PITFALLS[name].fn(q, k, v, mask)[0] for name in names}
-        cases.append(_Case(f"q, k, v of shape {q.shape}, {label}", args, expected, wrong))
-    return _run(fn, cases, "attention", unpack_first=True)
+        wrong = [_Wrong(name, PITFALLS[name].fn(q, k, v, mask)[0]) for name in names]
+        if mask is not None:
+            wrong += [_Wrong(name, PITFALLS[name].fn(q, k, v, mask)[0])
+                      for name in ("mask_ignored", "mask_multiplied", "mask_after_softmax")]
+            wrong.append(_Wrong("mask_inverted", _inverted_mask_answer(q, k, v, mask)))
+        cases.append(_Case(f"q, k, v of shape {q.shape}, {label}", args, expected, tuple(wrong)))
+    def shape_hint(got, case):
+        if got == (H, N, N):
+            return ("That is the shape of the weights (h, N_q, N_k): return the weighted sum of the values, "
+                    "weights @ v, (h, N_q, d_v).")
+        return None
+
+    signature = "attention(q, k, v, mask=None)" if with_mask else "attention(q, k, v)"
+    return _run(fn, cases, "attention", signature=signature, allowed=("softmax", "causal_mask"),
+                unpack_first=True, shape_hint=shape_hint)
 
 
 def _layer_with_attention(attention: Callable, x: np.ndarray, params: dict, n_heads: int) -> np.ndarray:
@@ -506,12 +637,29 @@ def _layer_with_attention(attention: Callable, x: np.ndarray, params: dict, n_he
     return merge_heads(heads) @ params["W_O"]  # (..., N, h*d_v) @ (h*d_v, d_model) -> (..., N, d_model)
 
 
+_WEIGHTS = ("W_Q", "W_K", "W_V", "W_O")
+
+
+def _transposed_weights(x: np.ndarray, params: dict) -> list[_Wrong]:
+    """The layer with every non-empty subset of the weights used as ``W.T``; all four first."""
+    subsets = [s for r in range(len(_WEIGHTS), 0, -1) for s in combinations(_WEIGHTS, r)]
+    wrong = []
+    for subset in subsets:
+        value = pitfalls.multi_head_attention_transposed_weights(x, params, H, transposed=subset)
+        answer = None if len(subset) == len(_WEIGHTS) else (
+            f"the layer with {' and '.join(subset)} transposed, x @ W.T")
+        wrong.append(_Wrong("weights_transposed", value, answer))
+    return wrong
+
+
 def check_multi_head_attention(fn: Callable) -> Feedback:
     """Check the reader's ``mha(x, params, n_heads)`` (the capstone) against ``multi_head_attention``.
 
     Cases: x of shape (N, d_model) = (5, 12), then (B, N, d_model) = (2, 5, 12); h = 4; weights
-    from ``init_params`` (float64, seeded, no biases, no mask). Recognised at layer level: no
-    ``W_O``, a split without the transpose, and the scale or softmax-axis mistakes of ``attention``.
+    from ``init_params`` (float64, seeded, no biases, no mask). Only ``mha_core``'s ``softmax``
+    may be used. Recognised at layer level: no ``W_O``; the split, the merge, or both without
+    their transpose; weights used as ``W.T`` (all, or which ones); and the scale or softmax-axis
+    mistakes of ``attention``.
 
     Parameters
     ----------
@@ -528,14 +676,15 @@ def check_multi_head_attention(fn: Callable) -> Feedback:
     cases = []
     for label, shape in (("x of shape (N, d_model)", (N, H * D_K)), ("x of shape (B, N, d_model)", (BATCH, N, H * D_K))):
         x = rng.standard_normal(shape)  # (B?, N, d_model)
-        wrong = {
-            "no_output_projection": PITFALLS["no_output_projection"].fn(x, params, H),
-            "split_without_transpose": pitfalls.multi_head_attention_without_transpose(x, params, H),
-        }
-        for name in ("scale_sqrt_d_model", "scale_missing", "attention_softmax_over_queries"):
-            wrong[name] = _layer_with_attention(PITFALLS[name].fn, x, params, H)
-        cases.append(_Case(f"{label} = {shape}, h={H}", (x, params, H), multi_head_attention(x, params, H), wrong))
-    return _run(fn, cases, "multi_head_attention", unpack_first=True)
+        wrong = [_Wrong(name, PITFALLS[name].fn(x, params, H)) for name in (
+            "no_output_projection", "layer_without_transpose", "layer_split_without_transpose",
+            "layer_merge_without_transpose")]
+        wrong += _transposed_weights(x, params)
+        wrong += [_Wrong(name, _layer_with_attention(PITFALLS[name].fn, x, params, H))
+                  for name in ("scale_sqrt_d_model", "scale_missing", "scale_d_k", "attention_softmax_over_queries")]
+        cases.append(_Case(f"{label} = {shape}, h={H}", (x, params, H), multi_head_attention(x, params, H), tuple(wrong)))
+    return _run(fn, cases, "multi_head_attention", signature="my_multi_head_attention(x, params, n_heads)",
+                allowed=("softmax",), unpack_first=True)
 
 
 # --------------------------------------------------------------------------- numeric questions
@@ -550,7 +699,7 @@ class Question:
     prompt : str
         The question as the notebook asks it.
     unit : str
-        What the number counts ("parameters", "MiB", ...).
+        What the number counts ("parameters", "MiB", ...); ``_UNIT_SLIPS`` lists its slips.
     answer : callable ``() -> float``
         Computes the right answer from the core's counting functions (never typed).
     mistakes : callable ``() -> dict[str, float]``
@@ -564,16 +713,38 @@ class Question:
 
 
 _MIB = 2**20
+# The right number written in another unit: unit -> ((factor, what the reader did), ...); the
+# slipped answer is the right one times the factor.
+_UNIT_SLIPS: dict[str, tuple[tuple[float, str], ...]] = {
+    "MACs": (
+        (2.0, "that is in FLOPs: each multiply-accumulate is 2 operations, so FLOPs = 2 x MACs, and "
+              "the question asks for MACs"),
+        (1e-9, "that looks like billions (GMACs): write the whole count, not billions"),
+        (2e-9, "that looks like billions of FLOPs: write the whole count of MACs (one MAC is 2 FLOPs)"),
+    ),
+    "MiB": (
+        (_MIB, "that is in bytes; the question asks for MiB: divide by 2**20 = 1,048,576"),
+        (1024.0, "that is in KiB; the question asks for MiB: divide by 1,024"),
+        (1 / 1024, "that is in GiB; the question asks for MiB: multiply by 1,024"),
+        (_MIB / 1e6, "that is in MB (10**6 bytes); the question asks for MiB, 2**20 = 1,048,576 bytes each"),
+        (_MIB / 1e9, "that is in GB (10**9 bytes); the question asks for MiB, 2**20 = 1,048,576 bytes each"),
+        (8.0 * _MIB, "that is in bits; the question asks for MiB: a byte is 8 bits, a MiB 2**20 bytes"),
+    ),
+    "parameters": (
+        (1e-6, "that looks like millions: write the whole count, not millions"),
+    ),
+}
+
+
 # The GQA question's model: the shape of a Llama-2-70B-style layer stack (h = 64 query heads,
 # n_kv = 8 key/value heads, d_k = 128, 80 layers), a 4,096-token context, fp16 cache.
 _GQA = {"d_model": 8192, "h": 64, "n_kv": 8, "layers": 80, "tokens": 4096}
 
 
-def _gqa_cache_mib(n_kv: int, *, layers: int = _GQA["layers"]) -> float:
+def _gqa_cache_mib(n_kv: int, *, layers: int = _GQA["layers"], dtype=np.float16) -> float:
     """The question's KV cache in MiB, keys and values, with ``n_kv`` key/value heads."""
     c = MHAConfig(_GQA["d_model"], _GQA["h"], n_kv)
-    return kv_cache_bytes(c, _GQA["tokens"], n_layers=layers) / _MIB
-
+    return kv_cache_bytes(c, _GQA["tokens"], n_layers=layers, dtype=dtype) / _MIB
 
 QUESTIONS: dict[str, Question] = {
     "params_768_12": Question(
@@ -627,20 +798,25 @@ QUESTIONS: dict[str, Question] = {
                 _gqa_cache_mib(_GQA["n_kv"], layers=1),
             "that is MQA (n_kv = 1); this model keeps n_kv key/value heads":
                 _gqa_cache_mib(1),
+            "that counts 4 bytes a number (fp32); the question's cache is fp16, 2 bytes a number":
+                _gqa_cache_mib(_GQA["n_kv"], dtype=np.float32),
         },
     ),
 }
 """Question id -> ``Question``; ``check_answer(question_id, value)`` checks a reader's number."""
 
-# A numeric answer is right within this relative tolerance (reading 2,359,296 off a calculator
-# is exact; a MiB figure typed to three decimals is within 1e-3).
-ANSWER_RTOL = 1e-3
 
-
-def _fmt(x: float) -> str:
-    """A number as a reader writes it: 28,311,552 or 1,280 or 0.125."""
-    x = float(x)
-    return f"{int(x):,}" if x.is_integer() and abs(x) < 1e18 else f"{x:,.6g}"
+def _slips(q: Question, value) -> str | None:
+    """What the reader did if ``value`` is the right answer, or a known mistake, in another unit."""
+    slips = _UNIT_SLIPS.get(q.unit, ())
+    for factor, slip in slips:
+        if _close(value, float(q.answer()) * factor):
+            return slip
+    for mistake, wrong in q.mistakes().items():
+        for factor, slip in slips:
+            if _close(value, float(wrong) * factor):
+                return f"{slip}; and even in {q.unit}, {mistake}"
+    return None
 
 
 def check_answer(question_id: str, value) -> Feedback:
@@ -651,11 +827,14 @@ def check_answer(question_id: str, value) -> Feedback:
     question_id : str
         A key of ``QUESTIONS``.
     value : int or float, or ``...``
-        The reader's answer, in the question's unit. Right within a relative ``ANSWER_RTOL``.
+        The reader's answer, in the question's unit. Right within a relative ``ANSWER_RTOL``
+        (0.1 %: four significant figures always are).
 
     Returns
     -------
-    Feedback; a known wrong answer is explained in ``message``.
+    Feedback; a known wrong answer, the right answer in another unit (FLOPs for MACs, bytes,
+    KiB, GiB, MB or GB for MiB, millions for a count) and a number rounded too far are each
+    explained in ``message``.
     """
     if not isinstance(question_id, str) or question_id not in QUESTIONS:
         raise ValueError(f"question_id must be one of {sorted(QUESTIONS)}, got {question_id!r}")
@@ -665,9 +844,15 @@ def check_answer(question_id: str, value) -> Feedback:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"value must be a number (in {q.unit}), got {type(value).__name__} {value!r}")
     right = float(q.answer())
-    if np.isclose(value, right, rtol=ANSWER_RTOL, atol=0):
+    if _close(value, right):
         return Feedback(True, f"{_fmt(right)} {q.unit}.")
     for mistake, wrong in q.mistakes().items():
-        if np.isclose(value, wrong, rtol=ANSWER_RTOL, atol=0):
+        if _close(value, wrong):
             return Feedback(False, f"{_fmt(value)} {q.unit}: {mistake}.")
+    slip = _slips(q, value)
+    if slip is not None:
+        return Feedback(False, f"{_fmt(value)}: {slip}.")
+    if _rounded_too_far(value, right):
+        return Feedback(False, f"{_fmt(value)} {q.unit} is close but rounded too far: give four significant "
+                               f"figures (or the exact number).")
     return Feedback(False, f"{_fmt(value)} {q.unit} is not it; check the formula in the notebook and try again.")

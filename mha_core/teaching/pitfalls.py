@@ -5,7 +5,8 @@ marked ``<- the error`` in the code. They exist for two reasons:
 
 * ``notebooks/07_pitfalls`` runs them next to the correct code and measures the damage;
 * ``mha_core.teaching.exercises`` runs them on the same seeded inputs as a reader's attempt, so a
-  wrong attempt can be named ("your output matches the sqrt(d_model)-scaled answer").
+  wrong attempt can be named ("your output matches attention with the scores divided by
+  sqrt(d_model)").
 
 Never use them for anything else. ``PITFALLS`` maps each mistake's name to its function and a
 one-line explanation. ``attention_entropy`` measures how spread out attention weights are.
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..core.attention import scaled_dot_product_attention
 from ..core.checks import check_float_array, check_mask, check_positive_int
-from ..core.heads import merge_heads
+from ..core.heads import merge_heads, split_heads
 from ..core.layer_args import check_layer_args
 from ..core.masks import causal_mask
 from ..core.mha import head_outputs
@@ -34,7 +35,11 @@ __all__ = [
     "PITFALLS",
     "Pitfall",
     "attention_entropy",
+    "attention_ignoring_mask",
     "attention_mask_after_softmax",
+    "attention_mask_by_multiplying",
+    "attention_mask_inverted",
+    "attention_scaled_by_d_k",
     "attention_scaled_by_sqrt_d_model",
     "attention_softmax_over_queries",
     "attention_without_scale",
@@ -42,6 +47,9 @@ __all__ = [
     "causal_mask_upper",
     "causal_mask_without_diagonal",
     "merge_heads_without_transpose",
+    "multi_head_attention_merge_without_transpose",
+    "multi_head_attention_split_without_transpose",
+    "multi_head_attention_transposed_weights",
     "multi_head_attention_without_transpose",
     "multi_head_attention_without_w_o",
     "softmax_over_queries",
@@ -169,6 +177,105 @@ def attention_mask_after_softmax(q, k, v, mask=None) -> tuple[np.ndarray, np.nda
     weights = softmax(scores, axis=-1)  # (..., N_q, N_k), every key including the future
     if mask is not None:
         weights = np.where(mask, weights, 0.0).astype(q.dtype)  # (..., N_q, N_k)  <- the error
+    return weights @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
+
+
+def attention_scaled_by_d_k(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """WRONG: divides the logits by ``d_k`` instead of ``sqrt(d_k)``.
+
+    The logits' standard deviation grows like ``sqrt(d_k)`` (a sum of ``d_k`` unit terms), so
+    ``sqrt(d_k)`` brings it back to 1; dividing by ``d_k`` shrinks it to ``1/sqrt(d_k)`` and the
+    weights drift towards uniform as heads get wider.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional. True = may attend.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v)
+    weights : ndarray of shape (..., N_q, N_k)
+    """
+    q, k, v = _check_qkv(q, k, v, mask)
+    scores = q @ np.swapaxes(k, -1, -2) / q.shape[-1]  # (..., N_q, N_k)  <- the error: / d_k
+    weights = softmax(scores, axis=-1, mask=mask)  # (..., N_q, N_k)
+    return weights @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
+
+
+def attention_ignoring_mask(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """WRONG: accepts a mask and never uses it, so every query reads every key (the future too).
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional. Validated, then ignored.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v)
+    weights : ndarray of shape (..., N_q, N_k); blocked keys get weight too.
+    """
+    q, k, v = _check_qkv(q, k, v, mask)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., N_q, N_k)
+    weights = softmax(scores, axis=-1)  # (..., N_q, N_k)  <- the error: mask never applied
+    return weights @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
+
+
+def attention_mask_inverted(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """WRONG: reads the mask in PyTorch's boolean convention, True = blocked.
+
+    ``torch.nn.MultiheadAttention``'s boolean ``attn_mask`` marks the positions NOT allowed;
+    ``mha_core`` (like ``torch.nn.functional.scaled_dot_product_attention``) marks the allowed
+    ones. Read the wrong way, a causal mask lets each query see only the future, and the last
+    query sees nothing: its row of weights is all zeros here (NaN in a plain ``-inf`` softmax).
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional. True = may attend.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v)
+    weights : ndarray of shape (..., N_q, N_k)
+    """
+    q, k, v = _check_qkv(q, k, v, mask)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., N_q, N_k)
+    blocked = None if mask is None else ~np.asarray(mask)  # <- the error: True read as "blocked"
+    weights = softmax(scores, axis=-1, mask=blocked)  # (..., N_q, N_k)
+    return weights @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
+
+
+def attention_mask_by_multiplying(q, k, v, mask=None) -> tuple[np.ndarray, np.ndarray]:
+    """WRONG: multiplies the scores by the mask, so a blocked logit becomes 0 instead of -inf.
+
+    ``exp(0) = 1``: a blocked key still gets a share of the weight, as much as a key whose
+    score happened to be 0.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional. True = may attend.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v)
+    weights : ndarray of shape (..., N_q, N_k); blocked keys get weight.
+    """
+    q, k, v = _check_qkv(q, k, v, mask)
+    scores = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])  # (..., N_q, N_k)
+    if mask is not None:
+        scores = scores * mask  # (..., N_q, N_k)  <- the error: blocked logits 0, not -inf
+    weights = softmax(scores, axis=-1)  # (..., N_q, N_k)
     return weights @ v, weights  # (..., N_q, d_v), (..., N_q, N_k)
 
 
@@ -346,12 +453,29 @@ def multi_head_attention_without_w_o(x, params, n_heads, *, causal: bool = False
     return merge_heads(heads)  # (..., N, h*d_v)  <- the error: no @ params["W_O"]
 
 
+_WEIGHTS = ("W_Q", "W_K", "W_V", "W_O")
+
+
+def _wrong_layer(x, params, n_heads, causal: bool, *, split: bool = False, merge: bool = False,
+                 transposed: tuple[str, ...] = ()) -> np.ndarray:
+    """The layer with the split and/or the merge done by one reshape, and the ``transposed`` weights as ``W.T``."""
+    if any(name.startswith("b_") for name in params):
+        raise ValueError("params must have no biases for the whole-layer pitfalls")
+    check_layer_args(x=x, params=params, n_heads=n_heads, causal=causal)
+    W = {w: params[w].T if w in transposed else params[w] for w in _WEIGHTS}  # (d_model, d_model) each
+    split_fn = split_heads_without_transpose if split else split_heads
+    q, k, v = (split_fn(x @ W[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)
+    mask = causal_mask(x.shape[-2]) if causal else None  # (N, N)
+    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (..., h, N, d_v)
+    merge_fn = merge_heads_without_transpose if merge else merge_heads
+    return merge_fn(heads) @ W["W_O"]  # (..., N, h*d_v) @ (h*d_v, d_model) -> (..., N, d_model)
+
+
 def multi_head_attention_without_transpose(x, params, n_heads, *, causal: bool = False) -> np.ndarray:
     """WRONG: the layer with ``split_heads_without_transpose`` and ``merge_heads_without_transpose``.
 
     Every shape is right, so nothing fails; but each "head" mixes rows of different tokens, and
     the merge scatters them back to the wrong places. With ``h = 1`` the two mistakes vanish.
-    Not in ``PITFALLS``: it is the whole-layer view of ``split_without_transpose``.
 
     Parameters
     ----------
@@ -365,13 +489,52 @@ def multi_head_attention_without_transpose(x, params, n_heads, *, causal: bool =
     -------
     ndarray of shape (..., N, d_model)
     """
-    if any(name.startswith("b_") for name in params):
-        raise ValueError("params must have no biases for multi_head_attention_without_transpose")
-    check_layer_args(x=x, params=params, n_heads=n_heads, causal=causal)
-    q, k, v = (split_heads_without_transpose(x @ params[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)  <- the error
-    mask = causal_mask(x.shape[-2]) if causal else None  # (N, N)
-    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (..., h, N, d_v)
-    return merge_heads_without_transpose(heads) @ params["W_O"]  # (..., N, h*d_v) @ (h*d_v, d_model)  <- the error
+    return _wrong_layer(x, params, n_heads, causal, split=True, merge=True)  # <- the error, twice
+
+
+def multi_head_attention_split_without_transpose(x, params, n_heads, *, causal: bool = False) -> np.ndarray:
+    """WRONG: the layer whose split is one reshape (no transpose) while its merge is right.
+
+    Parameters and result as ``multi_head_attention_without_transpose``.
+    """
+    return _wrong_layer(x, params, n_heads, causal, split=True)  # <- the error
+
+
+def multi_head_attention_merge_without_transpose(x, params, n_heads, *, causal: bool = False) -> np.ndarray:
+    """WRONG: the layer whose merge is one reshape (no transpose) while its split is right.
+
+    Parameters and result as ``multi_head_attention_without_transpose``.
+    """
+    return _wrong_layer(x, params, n_heads, causal, merge=True)  # <- the error
+
+
+def multi_head_attention_transposed_weights(x, params, n_heads, *, causal: bool = False,
+                                            transposed=("W_Q", "W_K", "W_V", "W_O")) -> np.ndarray:
+    """WRONG: ``x @ W.T`` instead of ``x @ W`` for the weights named in ``transposed`` (default all four).
+
+    ``mha_core`` stores ``W_Q`` as ``(d_model, h*d_k)`` and computes ``Q = X @ W_Q``; PyTorch's
+    ``nn.Linear`` stores the transpose, ``(out, in)``, and computes ``X @ W.T``. With square
+    weights both shapes fit, so nothing fails and every number is wrong.
+
+    Parameters
+    ----------
+    x : ndarray of shape (N, d_model) or (B, N, d_model)
+    params : dict of weights from ``init_params`` (no biases, ``n_kv = h``: every weight is square,
+        which ``check_layer_args`` checks)
+    n_heads : int
+        ``h``.
+    causal : bool, default False
+    transposed : iterable of str, default all four
+        Which of ``"W_Q", "W_K", "W_V", "W_O"`` are used transposed.
+
+    Returns
+    -------
+    ndarray of shape (..., N, d_model)
+    """
+    transposed = tuple(transposed)
+    if not set(transposed) <= set(_WEIGHTS):
+        raise ValueError(f"transposed must name weights among {_WEIGHTS}, got {transposed!r}")
+    return _wrong_layer(x, params, n_heads, causal, transposed=transposed)  # <- the error: x @ W.T
 
 
 # --------------------------------------------------------------------------- measuring damage
@@ -413,7 +576,7 @@ class Pitfall:
     mirrors : str
         The correct ``mha_core`` counterpart.
     answer : str
-        How a matching output is described: "the sqrt(d_model)-scaled answer".
+        What a matching output was computed as: "attention with the scores divided by sqrt(d_model)".
     explanation : str
         One line: what is wrong and why it matters.
     """
@@ -428,66 +591,123 @@ class Pitfall:
 _ALL = (
     Pitfall(
         "scale_sqrt_d_model", attention_scaled_by_sqrt_d_model, "scaled_dot_product_attention",
-        "the sqrt(d_model)-scaled answer",
-        "the dot products sum over d_k terms, so divide by sqrt(d_k); sqrt(d_model) over-damps "
-        "the logits by a further sqrt(h) and flattens the weights",
+        "attention with the scores divided by sqrt(d_model)",
+        "divide by sqrt(d_k), the width of one head: each score sums d_k products. sqrt(d_model) "
+        "shrinks the scores a further sqrt(h) times and the weights come out too flat",
     ),
     Pitfall(
         "scale_missing", attention_without_scale, "scaled_dot_product_attention",
-        "the unscaled answer (no 1/sqrt(d_k))",
-        "without 1/sqrt(d_k) the logits' spread grows like sqrt(d_k) and the softmax saturates",
+        "attention without the 1/sqrt(d_k) scale",
+        "divide the scores by sqrt(d_k): unscaled, they grow with the head width and the softmax "
+        "puts nearly all the weight on one key",
     ),
     Pitfall(
         "attention_softmax_over_queries", attention_softmax_over_queries, "scaled_dot_product_attention",
-        "the answer with the softmax taken over the queries (axis -2)",
+        "attention with the softmax taken over the queries (axis -2)",
         "each query's weights must sum to 1 over the keys: take the softmax over the last axis",
     ),
     Pitfall(
         "mask_after_softmax", attention_mask_after_softmax, "scaled_dot_product_attention",
-        "the answer masked after the softmax (weights zeroed, not renormalised)",
-        "mask the logits with -inf before the softmax; zeroing weights afterwards leaves rows "
-        "summing to less than 1, shaped by the future",
+        "attention masked after the softmax, the blocked weights set to 0 and the rest left as "
+        "they were",
+        "set the blocked scores to -inf before the softmax; zeroing weights afterwards leaves "
+        "rows that sum to less than 1",
     ),
     Pitfall(
         "softmax_over_queries", softmax_over_queries, "softmax",
-        "the softmax over the queries (axis -2)",
-        "scores are (N_q, N_k) and each query's row must sum to 1: normalise over the last axis",
+        "a softmax over axis -2 instead of the last axis",
+        "each row along the last axis must sum to 1: sum (and take the maximum) over axis=-1",
     ),
     Pitfall(
         "softmax_unstable", softmax_without_max_subtraction, "softmax",
-        "the softmax without the max subtraction (overflow -> NaN)",
-        "subtract each row's maximum before exp; the result is the same and exp can no longer overflow",
+        "the softmax formula without subtracting the maximum first, where exp overflows to inf "
+        "and inf / inf gives NaN",
+        "subtract the maximum along the last axis first, x - x.max(axis=-1, keepdims=True): the "
+        "result is the same and exp can no longer overflow",
     ),
     Pitfall(
         "causal_mask_upper", causal_mask_upper, "causal_mask",
-        "the upper-triangular mask (each token sees the future)",
-        "query i may attend keys j <= i: that is the lower triangle (np.tril / np.tri)",
+        "the upper triangle, where each token sees the future",
+        "query i may attend keys j <= i, the lower triangle: np.tril(np.ones((n, n), dtype=bool))",
     ),
     Pitfall(
         "causal_mask_without_diagonal", causal_mask_without_diagonal, "causal_mask",
-        "the strictly lower-triangular mask (no token sees itself)",
-        "keep the diagonal: j <= i, not j < i; otherwise the first token attends to nothing",
+        "the lower triangle without its diagonal, where no token sees itself",
+        "keep the diagonal (j <= i, not j < i), otherwise the first token attends to nothing: "
+        "np.tril(np.ones((n, n), dtype=bool))",
     ),
     Pitfall(
         "causal_mask_inverted", causal_mask_inverted, "causal_mask",
-        "the inverted mask (True = blocked)",
-        "in mha_core True means 'may attend'; your mask marks the blocked positions instead",
+        "the mask with True and False swapped, True marking the blocked keys",
+        "here True means 'may attend': flip your mask with ~, or build np.tril(np.ones((n, n), "
+        "dtype=bool))",
     ),
     Pitfall(
         "split_without_transpose", split_heads_without_transpose, "split_heads",
-        "the reshape-without-transpose answer",
-        "reshape to (..., N, h, d_k) first, then swap the N and h axes; a single reshape to "
-        "(..., h, N, d_k) has the right shape and scrambled values",
+        "a single reshape to (..., h, N, d_k) without the transpose",
+        "reshape to (..., N, h, d_k) first, then swap the N and h axes with np.swapaxes(x, -3, "
+        "-2); one reshape gives the right shape with each head holding pieces of other tokens",
     ),
     Pitfall(
         "merge_without_transpose", merge_heads_without_transpose, "merge_heads",
-        "the reshape-without-transpose answer",
-        "swap the h and N axes back to (..., N, h, d_v) before reshaping to (..., N, h*d_v)",
+        "a single reshape to (..., N, h*d_v) without the transpose",
+        "swap the h and N axes back first, np.swapaxes(x, -3, -2), then reshape the last two axes "
+        "into one",
     ),
     Pitfall(
         "no_output_projection", multi_head_attention_without_w_o, "multi_head_attention",
-        "the concat without W_O",
-        "W_O is the only place the heads mix; without it output block i is head i alone",
+        "the heads concatenated without W_O",
+        "multiply the concatenated heads by W_O: it is the only place the heads mix",
+    ),
+    Pitfall(
+        "scale_d_k", attention_scaled_by_d_k, "scaled_dot_product_attention",
+        "attention with the scores divided by d_k instead of sqrt(d_k)",
+        "divide the scores by the square root, sqrt(d_k); dividing by d_k shrinks them too much "
+        "and the weights come out too flat",
+    ),
+    Pitfall(
+        "mask_ignored", attention_ignoring_mask, "scaled_dot_product_attention",
+        "attention computed without the mask",
+        "your function takes mask but never uses it. Pass it on, softmax(scores, axis=-1, "
+        "mask=mask), or set the blocked scores (mask False) to -inf before the softmax",
+    ),
+    Pitfall(
+        "mask_inverted", attention_mask_inverted, "scaled_dot_product_attention",
+        "attention with the mask read backwards, True as blocked",
+        "here True means 'may attend' (some libraries, such as PyTorch's nn.MultiheadAttention, "
+        "use the opposite): block where the mask is False, np.where(mask, scores, -np.inf)",
+    ),
+    Pitfall(
+        "mask_multiplied", attention_mask_by_multiplying, "scaled_dot_product_attention",
+        "attention with the scores multiplied by the mask",
+        "a blocked score must become -inf, not 0 (exp(0) = 1 still gets weight): np.where(mask, "
+        "scores, -np.inf)",
+    ),
+    Pitfall(
+        "layer_without_transpose", multi_head_attention_without_transpose, "multi_head_attention",
+        "the layer with both the split and the merge done by a single reshape, without the "
+        "transposes",
+        "split: reshape to (..., N, h, d_k), then swap the N and h axes; merge: swap them back, "
+        "then reshape the last two axes into one",
+    ),
+    Pitfall(
+        "layer_split_without_transpose", multi_head_attention_split_without_transpose, "multi_head_attention",
+        "the layer with a right merge but a split done by a single reshape, without the transpose",
+        "in the split, reshape to (..., N, h, d_k) first, then swap the N and h axes; one reshape "
+        "to (..., h, N, d_k) gives each head pieces of other tokens",
+    ),
+    Pitfall(
+        "layer_merge_without_transpose", multi_head_attention_merge_without_transpose, "multi_head_attention",
+        "the layer with a right split but a merge done by a single reshape, without the transpose",
+        "in the merge, swap the h and N axes back to (..., N, h, d_v) before reshaping the last "
+        "two axes into one",
+    ),
+    Pitfall(
+        "weights_transposed", multi_head_attention_transposed_weights, "multi_head_attention",
+        "the layer with every weight transposed, x @ W.T",
+        "here Q = x @ W_Q, with W_Q of shape (d_model, h*d_k). x @ W.T raised no error only "
+        "because these weights are square (d_model x d_model); some libraries store weights "
+        "transposed and write x @ W.T",
     ),
 )
 
