@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from dashboard_server import (
-    CHROMIUM,
+    AXE,
     NOTEBOOK,
     REPO,
     KernelSocket,
@@ -40,7 +40,6 @@ UPDATE_TIMEOUT_MS = 20_000
 # copies them into docs/.
 SCREENSHOTS = REPO / "build" / "screenshots"
 WIDTHS = (390, 768, 1366)
-AXE = REPO / "tests" / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
 TIMINGS: dict[str, list[float]] = {}
 
 # Records, per watched element, when its new content has been painted: for an <img>, after the
@@ -72,8 +71,6 @@ def _record(name: str, seconds: float) -> None:
 
 @pytest.fixture(scope="module")
 def server():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this)")
     with voila_server("--preheat_kernel=True", "--pool_size=1") as srv:
         yield srv
 
@@ -518,13 +515,13 @@ AXE_RUN = """async () => {
 }"""
 
 
+@pytest.mark.axe
 @pytest.mark.parametrize("width", (1366, 390))
 def test_axe_wcag21_aa_no_serious_violation(loaded, width):
     """axe-core (tests/a11y, pinned): no serious or critical WCAG 2.1 AA violation, colour contrast included.
     Before this work (project tooling notes, same axe version): aria-input-field-name (serious,
     11 nodes) and image-alt (critical, 3 nodes)."""
     page, _ = loaded
-    assert AXE.exists(), f"{AXE} is missing: npm ci --prefix tests/a11y (make test does this)"
     page.set_viewport_size({"width": width, "height": 1000})
     page.wait_for_timeout(300)
     page.add_script_tag(path=str(AXE))

@@ -32,10 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from dashboard_server import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     descendants,
     is_local,
+    launch_chromium,
     tree_rss,
     voila_server,
 )
@@ -199,7 +198,7 @@ async def _student(browser, url: str, port: int, delay: float) -> dict:
 
 async def _one_browser(url: str, port: int) -> dict:
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        browser = await launch_chromium(p)
         try:
             return await _student(browser, url, port, 0)
         finally:
@@ -249,7 +248,7 @@ def test_sixty_browser_sessions():
 
 async def _classroom(url: str, port: int) -> list[dict]:
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        browser = await launch_chromium(p)
         try:
             context = await browser.new_context(viewport={"width": 1280, "height": 900})
             await _session(context, url, port, 0)  # warm-up: fills the caches
