@@ -18,9 +18,12 @@ from jupyter_client.manager import start_new_kernel
 PANELS = r"""
 import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-from mha_core.ui import widgets as W
+from mha_core.ui.cost_panel import cost_panel
+from mha_core.ui.heads_panel import head_explorer
+from mha_core.ui.kv_panel import kv_cache_panel
+from mha_core.ui.shapes_panel import shape_explorer
 from mha_core.ui.real_heads_panel import real_heads_panel
-panels = [W.shape_explorer(), W.head_explorer(), W.cost_panel(), W.kv_cache_panel()]
+panels = [shape_explorer(), head_explorer(), cost_panel(), kv_cache_panel()]
 p = real_heads_panel()
 p.model.value = "smollm2"
 p.induction_demo()

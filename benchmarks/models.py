@@ -6,7 +6,7 @@ against transformers (eager attention, ``output_attentions=True``) on the same w
 interleaved in the same run. transformers loads MiniLM from the same safetensors and SmolLM2
 from the same GGUF (dequantised to float32), exactly as the oracle tests do.
 
-Memory: real processes. Each child imports the dashboard's panels (``mha_core.ui.widgets``,
+Memory: real processes. Each child imports the dashboard's panels (``mha_core.ui.heads_panel`` and the others,
 with matplotlib and ipywidgets) and ``mha_core.models``, loads the model, runs one forward (as the dashboard's panel does on its first sentence) and waits; the parent reads
 ``/proc/<pid>/smaps_rollup`` of every child. USS (``Private_Clean + Private_Dirty``) is what
 a process alone holds; PSS shares every shared page among the processes that map it, so the
@@ -43,7 +43,7 @@ MB = 2**20
 _CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-import mha_core.ui.widgets
+import mha_core.ui.cost_panel, mha_core.ui.heads_panel, mha_core.ui.kv_panel, mha_core.ui.shapes_panel
 from mha_core.models import load
 names = [n for n in sys.argv[1].split(",") if n]
 for name in names:

@@ -381,7 +381,7 @@ def markdown(results: dict) -> str:
         "one thread each (as the dashboard's kernels run) and at the default threads. The target "
         "is judged at one thread. "
         "Memory from `/proc/<pid>/smaps_rollup` of real processes that each import the dashboard's "
-        "panels (`mha_core.ui.widgets`: matplotlib, ipywidgets), load the model(s) and run one forward "
+        "panels (`mha_core.ui.*_panel`: matplotlib, ipywidgets), load the model(s) and run one forward "
         "(`OPENBLAS_NUM_THREADS=1`, as the dashboard's kernels); a Jupyter kernel adds its own "
         "machinery on top. USS is what a process "
         "alone maps; PSS divides shared pages among the processes that share them, so the sum of PSS "

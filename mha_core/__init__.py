@@ -31,8 +31,18 @@ none of the other subpackages.
         minilm     MiniLM                          all-MiniLM-L6-v2, a BERT encoder
         smollm2    SmolLM2                         SmolLM2-135M-Instruct, a Llama decoder (GQA, RoPE)
     ui/         the dashboard's figures and panels
-        viz        HeadGrid, ledger_html, draw_shape_boxes, show_figure (alt text)
-        widgets    shape_explorer, head_explorer, cost_panel, kv_cache_panel
+        viz               show_figure (alt text), rendered_font_sizes, plain_log_ticks   every lesson's figures
+        shape_ledger      ledger_html, draw_shape_boxes, shape_boxes_svg   trace_shapes as a table and boxes
+        head_grid         HeadGrid, head_grid_figure      per-head heatmaps drawn in the kernel (PNG)
+        heatmap_widget    HeatmapGrid                     per-head heatmaps drawn in the browser (hover, click)
+        real_head_figures maps_figure, score_grid_figure  real models' heads for the notebooks
+        controls          Guarded*, Panel                 what every panel shares
+        shapes_panel      shape_explorer                  B, N, d_model, h -> ledger and boxes
+        heads_panel       head_explorer                   h, N, mask, query -> per-head heatmaps
+        cost_panel        cost_panel                      params and MACs against N and h
+        kv_panel          kv_cache_panel                  n_kv from MHA to MQA -> KV-cache bytes
+        real_heads_panel  real_heads_panel                two pretrained models on your sentence
+        serve             python -m mha_core.ui.serve     installs the dashboard's Voila template
 
 Conventions: ``Q = X @ W_Q`` with ``W_Q`` of shape ``(d_model, h*d_k)``; inputs ``(N, d_model)``
 or ``(B, N, d_model)``; symbols ``B, N, d_model, h, d_k, d_v, n_kv`` throughout.

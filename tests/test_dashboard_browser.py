@@ -28,7 +28,11 @@ from dashboard_server import (
 from playwright.sync_api import expect, sync_playwright
 
 import mha_core as m
-from mha_core.ui import widgets as W
+from mha_core.ui.controls import MAX_HEADS, divisors
+from mha_core.ui.cost_panel import COST_D_MODELS, COST_NS
+from mha_core.ui.heads_panel import HEAD_CHOICES, head_weights, trained_available
+from mha_core.ui.kv_panel import KV_CONTEXTS, kv_state
+from mha_core.ui.shapes_panel import SHAPE_D_MODELS, SHAPE_MAX_N
 
 pytestmark = pytest.mark.browser
 
@@ -208,7 +212,7 @@ def test_cold_load_without_preheating(browser):
 def test_sources_are_stripped(loaded):
     page, _ = loaded
     html = page.content()
-    for source in ("from mha_core import widgets as W", "W.shape_explorer()", "OPENBLAS_NUM_THREADS"):
+    for source in ("from mha_core.ui", "shape_explorer()", "OPENBLAS_NUM_THREADS"):
         assert source not in html
 
 
@@ -246,14 +250,14 @@ def test_forged_widget_messages_get_a_readable_message(loaded, server):
         expect(status).to_contain_text("N must be between 1 and 128, got N=1000000", timeout=UPDATE_TIMEOUT_MS)
         sock.forge_update(n_id, {"value": 10})  # put things back, one trait at a time
         expect(page.locator(".mha-shape-N .widget-readout")).to_have_text("10", timeout=UPDATE_TIMEOUT_MS)
-        sock.forge_update(n_id, {"max": W.SHAPE_MAX_N})
+        sock.forge_update(n_id, {"max": SHAPE_MAX_N})
         sock.send("comm_msg", {"comm_id": n_id, "data": {"method": "request_state"}})  # re-sync the page
     finally:
         sock.close()
     assert "Traceback" not in page.inner_text("body")
     # the page is alive and back in step with the kernel: a real slider move still updates
     expect(page.locator(".mha-shape-h .widget-readout")).to_have_text("8")
-    _set_selection(page, ".mha-shape-h", W.divisors(512, W.MAX_HEADS).index(4), "4")
+    _set_selection(page, ".mha-shape-h", divisors(512, MAX_HEADS).index(4), "4")
     expect(page.locator(".mha-shape-panel .mha-dk")).to_have_text("128", timeout=UPDATE_TIMEOUT_MS)
     expect(status).to_have_text("")
 
@@ -263,12 +267,12 @@ def test_forged_widget_messages_get_a_readable_message(loaded, server):
 def test_shape_sliders_give_exact_numbers(loaded):
     page, _ = loaded
     dk = page.locator(".mha-shape-panel .mha-dk")
-    _set_selection(page, ".mha-shape-d_model", W.SHAPE_D_MODELS.index(512), "512")
-    _set_selection(page, ".mha-shape-h", W.divisors(512, W.MAX_HEADS).index(8), "8")
+    _set_selection(page, ".mha-shape-d_model", SHAPE_D_MODELS.index(512), "512")
+    _set_selection(page, ".mha-shape-h", divisors(512, MAX_HEADS).index(8), "8")
     expect(dk).to_have_text("64", timeout=UPDATE_TIMEOUT_MS)  # d_k = 512 / 8
-    _set_selection(page, ".mha-shape-h", W.divisors(512, W.MAX_HEADS).index(16), "16")
+    _set_selection(page, ".mha-shape-h", divisors(512, MAX_HEADS).index(16), "16")
     expect(dk).to_have_text("32", timeout=UPDATE_TIMEOUT_MS)
-    _set_selection(page, ".mha-shape-d_model", W.SHAPE_D_MODELS.index(256), "256")
+    _set_selection(page, ".mha-shape-d_model", SHAPE_D_MODELS.index(256), "256")
     expect(dk).to_have_text("16", timeout=UPDATE_TIMEOUT_MS)  # h = 16 still divides 256
     expect(page.locator(".mha-shape-panel .mha-params")).to_have_text(f"{4 * 256**2:,}")
     _set_int(page, ".mha-shape-B", 3)
@@ -328,12 +332,12 @@ def test_head_controls_change_the_heatmap(loaded):
     assert len(set(srcs)) == len(srcs)
     assert len(page.locator(".mha-heads-query option").all()) == 64 + 1
     page.locator(".mha-heads-kind button", has_text="trained").click()
-    if W.trained_available():
-        if 16 not in W.trained_available():  # a readable refusal first
+    if trained_available():
+        if 16 not in trained_available():  # a readable refusal first
             expect(page.locator(".mha-heads-panel .mha-status")).to_contain_text(
                 "no trained model with h=16", timeout=UPDATE_TIMEOUT_MS)
-        h = max(W.trained_available())
-        _set_selection(page, ".mha-heads-h", W.HEAD_CHOICES.index(h), str(h))
+        h = max(trained_available())
+        _set_selection(page, ".mha-heads-h", HEAD_CHOICES.index(h), str(h))
         expect(caption).to_contain_text(f"TRAINED weights (toy task), h={h}", timeout=UPDATE_TIMEOUT_MS)
     else:  # no trained weights installed: a readable message, the random maps stay
         expect(page.locator(".mha-heads-panel .mha-status")).to_contain_text("not available",
@@ -347,7 +351,7 @@ def test_slider_to_pixels_latency(loaded):
     """h = 16 heads of N = 64 tokens: time from key press to the new heatmap painted."""
     page, _ = loaded
     caption = page.locator(".mha-heads-caption")
-    _set_selection(page, ".mha-heads-h", W.HEAD_CHOICES.index(16), "16")
+    _set_selection(page, ".mha-heads-h", HEAD_CHOICES.index(16), "16")
     _set_int(page, ".mha-heads-N", 64)
     expect(caption).to_contain_text("h=16, N=64", timeout=UPDATE_TIMEOUT_MS)
     page.wait_for_timeout(300)
@@ -383,26 +387,26 @@ def test_slider_to_pixels_latency(loaded):
 
 def test_cost_and_kv_panels(loaded):
     page, _ = loaded
-    _set_selection(page, ".mha-cost-N", W.COST_NS.index(2000), "2000")
+    _set_selection(page, ".mha-cost-N", COST_NS.index(2000), "2000")
     expect(page.locator(".mha-cost-attn")).to_have_text(f"{2 * 2000**2 * 512:,}", timeout=UPDATE_TIMEOUT_MS)
     expect(page.locator(".mha-cost-proj")).to_have_text(f"{4 * 2000 * 512**2:,}")
     expect(page.locator(".mha-cost-crossover")).to_have_text(f"{2 * 512:,}")
     assert "attention-bound" in _text(page, ".mha-cost-numbers")
-    _set_selection(page, ".mha-cost-d_model", W.COST_D_MODELS.index(4096), "4096")
+    _set_selection(page, ".mha-cost-d_model", COST_D_MODELS.index(4096), "4096")
     expect(page.locator(".mha-cost-crossover")).to_have_text(f"{2 * 4096:,}", timeout=UPDATE_TIMEOUT_MS)
     assert "projection-bound" in _text(page, ".mha-cost-numbers")
     worked = _text(page, ".mha-cost-worked")
     assert f"{4 * 100 * 512**2:,}" in worked and f"{2 * 100**2 * 512:,}" in worked
 
     kv_src = page.locator("img.mha-kv-image").get_attribute("src")
-    n_kv_options = list(reversed(W.divisors(32)))  # the slider runs from n_kv = h down to 1
+    n_kv_options = list(reversed(divisors(32)))  # the slider runs from n_kv = h down to 1
     _set_selection(page, ".mha-kv-n_kv", n_kv_options.index(1), "1 (MQA)")
     expect(page.locator(".mha-kv-kind")).to_have_text("MQA", timeout=UPDATE_TIMEOUT_MS)
     expect(page.locator(".mha-kv-ratio")).to_have_text("32")
-    state = W.kv_state("large: d_model=4096, h=32, 32 layers", 1, 8192)
+    state = kv_state("large: d_model=4096, h=32, 32 layers", 1, 8192)
     assert f"{state['bytes']:,} bytes" in _text(page, ".mha-kv-bytes")
-    _set_selection(page, ".mha-kv-context", W.KV_CONTEXTS.index(131072), "131072")
-    state = W.kv_state("large: d_model=4096, h=32, 32 layers", 1, 131072)
+    _set_selection(page, ".mha-kv-context", KV_CONTEXTS.index(131072), "131072")
+    state = kv_state("large: d_model=4096, h=32, 32 layers", 1, 131072)
     expect(page.locator(".mha-kv-bytes")).to_contain_text(f"{state['bytes']:,} bytes", timeout=UPDATE_TIMEOUT_MS)
     assert page.locator("img.mha-kv-image").get_attribute("src") != kv_src
 
@@ -410,7 +414,7 @@ def test_cost_and_kv_panels(loaded):
 # -- hover and click, keyboard, screen readers ------------------------------------------------------
 
 def _show_heads(page, h: int, n: int) -> None:
-    _set_selection(page, ".mha-heads-h", W.HEAD_CHOICES.index(h), str(h))
+    _set_selection(page, ".mha-heads-h", HEAD_CHOICES.index(h), str(h))
     _set_int(page, ".mha-heads-N", n)
     expect(page.locator(".mha-heads-caption")).to_contain_text(f"h={h}, N={n}", timeout=UPDATE_TIMEOUT_MS)
     expect(page.locator(f"{HEATMAP} canvas")).to_have_count(h)
@@ -437,11 +441,11 @@ def test_hover_reads_the_exact_weight_and_a_click_selects_the_query(loaded):
     page, _ = loaded
     page.locator(".mha-heads-kind button", has_text="random").click()
     _show_heads(page, 4, 20)
-    labels, weights, _ = W.head_weights(4, 20, causal=_causal(page), kind="random")
+    labels, weights, _ = head_weights(4, 20, causal=_causal(page), kind="random")
     canvas = page.locator(f"{HEATMAP} canvas").nth(1)
     canvas.scroll_into_view_if_needed()
     box = canvas.bounding_box()
-    cell = 184 / 20  # heatmap.py TILE_PX over N
+    cell = 184 / 20  # heatmap_widget.py TILE_PX over N
     q, k = (6 if _selected_query(page).startswith("8:") else 8), 3  # a click on the outlined row clears it
     x, y = box["x"] + 64 + (k + 0.5) * cell, box["y"] + 4 + (q + 0.5) * cell  # heatmap.js LEFT, TOP
     page.mouse.move(x, y)
@@ -670,7 +674,7 @@ def test_server_extension_route_gets_the_same_settings(browser):
         outside = sorted({u for u in rec.requests if not is_local(u, srv.port)})
         assert outside == [], f"requests left 127.0.0.1: {outside}"
         assert rec.errors() == []
-        assert "W.shape_explorer()" not in page.content()
+        assert "shape_explorer()" not in page.content()
         assert "mha_page" not in page.content() and page.locator(".mha-panel").count() == 4
         page.close()
         assert "Kernel cap 80" in srv.log()  # mha_core.ui.serve.BoundedKernelManager is in charge

@@ -40,8 +40,8 @@ import numpy as np
 
 from ..models import load as load_model
 from ..models import patterns
-from .viz import HeadGrid
-from .widgets import GuardedDropdown, GuardedIntSlider, _Guarded, _Panel
+from .controls import GuardedDropdown, GuardedIntSlider, GuardedText, Panel
+from .head_grid import HeadGrid
 
 EXAMPLE = "The animal didn't cross the street because it was too tired."
 # Longer sentences make maps too dense to read and a SmolLM2 forward pass slow (~N^2 memory
@@ -123,15 +123,11 @@ class _View:
         return f"{self.model.label.split(' (')[0]}, {'4-bit quantised' if self.model.quantised else 'fp32'}"
 
 
-class GuardedText(_Guarded, widgets.Text):
-    """``Text`` that reports refused values (a forged number instead of text) in the panel."""
-
-
 class ModelUnavailableError(RuntimeError):
     """The model's cache is missing or broken; the message names the command that fetches it."""
 
 
-class RealHeadsPanel(_Panel):
+class RealHeadsPanel(Panel):
     """Model, sentence, layer, head -> thumbnails of the layer's heads and the chosen head enlarged."""
 
     name = "real"
@@ -194,7 +190,7 @@ class RealHeadsPanel(_Panel):
         self.refresh()
 
     def refresh(self, **overrides) -> bool:
-        """As ``_Panel.refresh``; a missing model shows only the message that names ``make models``."""
+        """As ``Panel.refresh``; a missing model shows only the message that names ``make models``."""
         try:
             self.get_model(overrides.get("model", self.model.value))
         except (ModelUnavailableError, ValueError) as err:

@@ -1,4 +1,4 @@
-"""mha_core.ui.heatmap: the browser-drawn heatmaps' data, validation and description."""
+"""mha_core.ui.heatmap_widget: the browser-drawn heatmaps' data, validation and description."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from traitlets import TraitError
 
-from mha_core.ui import widgets as W
-from mha_core.ui.heatmap import HeatmapGrid, heatmap_alt_text
+from mha_core.ui.heads_panel import head_explorer
+from mha_core.ui.heatmap_widget import HeatmapGrid, heatmap_alt_text
 
 
 def _weights(h=2, n=5, seed=0):
@@ -54,7 +54,7 @@ def test_bad_weights_are_refused():
 
 
 def test_a_click_on_a_row_moves_the_query_selector():
-    panel = W.head_explorer(h=2, N=6)
+    panel = head_explorer(h=2, N=6)
     panel.figure.query = 4  # what heatmap.js sends when row 4 is clicked
     assert panel.query.value == 4
     assert panel.figure.query == 4
@@ -64,8 +64,8 @@ def test_a_click_on_a_row_moves_the_query_selector():
 
 
 def test_png_renderer_keeps_the_kernel_drawn_figure():
-    panel = W.head_explorer(h=2, N=6, renderer="png")
+    panel = head_explorer(h=2, N=6, renderer="png")
     assert panel.image.value[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Attention heatmaps" in panel.alt.value
     with pytest.raises(ValueError, match="renderer"):
-        W.head_explorer(renderer="svg")
+        head_explorer(renderer="svg")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from matplotlib.text import Text
 
-from mha_core.ui import head_maps as HM
+from mha_core.ui import real_head_figures as HM
 
 
 def _texts(fig) -> list[Text]:

@@ -20,7 +20,7 @@ import numpy as np
 import traitlets
 from matplotlib import colormaps
 
-from .viz import CMAP, WEIGHT_GAMMA, _check_weights
+from .viz import CMAP, WEIGHT_GAMMA, check_weights
 
 STATIC = Path(__file__).parent / "static"
 # Side of one head's map in CSS pixels: 16 heads of 64 tokens stay 2.9 px per token, and one
@@ -51,7 +51,7 @@ def heatmap_alt_text(weights: np.ndarray, labels: Sequence[str], *, title: str =
     str, e.g. ``"Attention heatmaps, one per head (h=2, N=5) ... head 0: strongest weight 0.41,
     query 3 'it' to key 1 'animal'; ..."``
     """
-    weights, labels = _check_weights(weights, labels)
+    weights, labels = check_weights(weights, labels)
     h, n, _ = weights.shape
     if query is not None and not (isinstance(query, (int, np.integer)) and 0 <= query < n):
         raise ValueError(f"query must be None or an int in [0, {n - 1}], got {query!r}")
@@ -98,7 +98,7 @@ class HeatmapGrid(anywidget.AnyWidget):
     def show(self, weights: np.ndarray, labels: Sequence[str], *, title: str = "",
              query: int | None = None) -> None:
         """Send new weights (h, N, N), labels, title and outlined query row in one message."""
-        weights, labels = _check_weights(weights, labels)
+        weights, labels = check_weights(weights, labels)
         h, n, _ = weights.shape
         q = -1 if query is None else int(query)
         if not -1 <= q < n:

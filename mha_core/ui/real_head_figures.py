@@ -6,7 +6,7 @@
 Both return a ``matplotlib.figure.Figure`` (not attached to pyplot) with text of at least
 ``FONT_PT`` points, viridis on a fixed [0, 1] scale (weights and scores are both fractions of
 a row), titles, axis labels and a colorbar. The dashboard's fast per-head grid is
-``viz.HeadGrid``; these are for reading, printing and projecting.
+``head_grid.HeadGrid``; these are for reading, printing and projecting.
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-CMAP = "viridis"
-# The smallest text of these figures, in points: readable on a projector at the figure's size.
-FONT_PT = 10.0
+from .viz import CMAP
+from .viz import MIN_FONT_PT as FONT_PT
 
 
 def _check_maps(maps, ndim: int, what: str) -> dict[str, np.ndarray]:

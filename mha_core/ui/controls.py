@@ -1,0 +1,227 @@
+"""What every dashboard panel shares: the guarded controls, the panel base and argument checks.
+
+A widget's value can be set by any message the browser sends. Every control is a "guarded"
+widget: a value that fails ipywidgets' own checks (an index past the options, a string for an
+int) is refused and the panel says so in its status line; and every callback validates what it
+reads (``h`` must divide ``d_model``, ...) and shows a readable message instead of a traceback.
+The page stays alive either way.
+
+    Guarded, Guarded*     controls that report a refused value instead of raising
+    Panel                 status line, error display, figure boxes, refresh from the controls
+    divisors, check_*     the checks the panels' pure state functions share
+
+The panels themselves: ``shapes_panel``, ``heads_panel``, ``cost_panel``, ``kv_panel`` and
+``real_heads_panel``.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import ipywidgets as widgets
+
+from ..core._checks import check_positive_int
+
+# The cost and KV plots are shown one PNG pixel per CSS pixel (96 per inch), so drawing them at
+# 96 dpi makes a 10 pt font read as 10 pt on the page (at 80 dpi it read as 8.3 pt).
+PANEL_DPI = 96
+
+# Real models use at most ~128 heads; more would make the h slider unusably long.
+MAX_HEADS = 64
+
+
+def divisors(n: int, limit: int | None = None) -> tuple[int, ...]:
+    """The divisors of ``n`` in increasing order, optionally only those ``<= limit``.
+
+    Parameters
+    ----------
+    n : int, positive
+    limit : int, optional
+        Keep only divisors ``<= limit``.
+
+    Returns
+    -------
+    tuple of int, e.g. ``divisors(12) == (1, 2, 3, 4, 6, 12)``
+    """
+    n = check_positive_int(n, "n")
+    top = n if limit is None else min(n, check_positive_int(limit, "limit"))
+    return tuple(d for d in range(1, top + 1) if n % d == 0)
+
+
+def check_choice(value, name: str, choices) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}={value!r} is not one of the allowed values {', '.join(map(str, choices))}")
+
+
+def check_int_in(value, name: str, lo: int, hi: int) -> int:
+    value = check_positive_int(value, name)
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be between {lo} and {hi}, got {name}={value}")
+    return value
+
+
+def check_heads(d_model: int, h: int) -> None:
+    if d_model % h:
+        raise ValueError(
+            f"h={h} does not divide d_model={d_model}; the heads split d_model evenly, "
+            f"so h must be one of {', '.join(map(str, divisors(d_model, MAX_HEADS)))}"
+        )
+
+
+# -- guarded widgets -----------------------------------------------------------------------------
+
+class Guarded:
+    """Mixin: a value from the browser that ipywidgets refuses is reported, not raised.
+
+    ``set_state`` is what the kernel runs when the browser sends a widget update. Without this
+    guard a forged index or a string for an int raises ``TraitError`` in the kernel: the panel
+    would silently ignore it and the browser's view would drift from the kernel's value.
+    """
+
+    def __init__(self, *args, on_invalid: Callable | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._on_invalid = on_invalid
+
+    def set_state(self, sync_data):
+        try:
+            super().set_state(sync_data)
+        except Exception as err:  # any refused value: report it, never let it escape as a traceback
+            self.send_state()  # put the browser's view back on the kernel's (unchanged) value
+            if self._on_invalid is None:
+                raise
+            self._on_invalid(self, sync_data, err)
+
+
+class GuardedIntSlider(Guarded, widgets.IntSlider):
+    """``IntSlider`` that reports refused values (see ``Guarded``)."""
+
+
+class GuardedSelectionSlider(Guarded, widgets.SelectionSlider):
+    """``SelectionSlider`` that reports refused values (see ``Guarded``)."""
+
+
+class GuardedDropdown(Guarded, widgets.Dropdown):
+    """``Dropdown`` that reports refused values (see ``Guarded``)."""
+
+
+class GuardedToggleButtons(Guarded, widgets.ToggleButtons):
+    """``ToggleButtons`` that reports refused values (see ``Guarded``)."""
+
+
+class GuardedToggleButton(Guarded, widgets.ToggleButton):
+    """``ToggleButton`` that reports refused values (see ``Guarded``)."""
+
+
+class GuardedText(Guarded, widgets.Text):
+    """``Text`` that reports refused values (a forged number instead of text) in the panel."""
+
+
+# -- the panel base ------------------------------------------------------------------------------
+
+class Panel:
+    """Shared plumbing: a status line, error display, and display as the panel's VBox."""
+
+    name = "panel"
+    _syncing = False  # True while the panel itself rewrites a control's options
+
+    def __init__(self):
+        self.status = widgets.HTML(value="")
+        self.status.add_class("mha-status")
+        self.errors = 0  # messages shown so far (tests read it)
+        self.renders = 0
+        self.widget: widgets.VBox | None = None
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def _figure(self, css: str) -> tuple[widgets.Image, widgets.HTML, widgets.Box]:
+        """A PNG image with its alt text: the image, the (hidden) text, and the box holding both.
+
+        ipywidgets' Image has no ``alt`` (and its ``tooltip`` breaks the view in Voila 0.5), so
+        the text travels in an HTML widget beside it; the page's template copies it into the
+        image's ``alt`` whenever it changes. On a narrow screen the image shrinks to fit.
+        """
+        image = widgets.Image(format="png")
+        image.add_class(f"mha-{self.name}-{css}")
+        alt = widgets.HTML()
+        alt.add_class("mha-alt")
+        box = widgets.Box([image, alt])
+        box.add_class("mha-figure")
+        return image, alt, box
+
+    @staticmethod
+    def _set_alt(alt: widgets.HTML, text: str) -> None:
+        alt.value = f"<div aria-hidden='true'>{html.escape(text)}</div>"
+
+    def _finish(self, box: widgets.VBox) -> widgets.VBox:
+        """Name the panel's box for the page's CSS (``mha-panel``: stacks on small screens)."""
+        box.add_class(f"mha-{self.name}-panel")
+        box.add_class("mha-panel")
+        return box
+
+    def _control(self, cls, css: str, **kwargs):
+        w = cls(on_invalid=self._invalid, **kwargs)
+        w.add_class(f"mha-{self.name}-{css}")
+        w.observe(self._changed, names="value")
+        return w
+
+    def _invalid(self, widget, sync_data, err) -> None:
+        keys = ", ".join(f"{k}={v!r:.40}" for k, v in sync_data.items())
+        self.show_error(f"ignored a value the page sent for {widget.description or 'a control'} "
+                        f"({keys}): {err}. The panel keeps {widget.description}={widget.value!r}.")
+
+    def show_error(self, message: str) -> None:
+        self.errors += 1
+        self.status.value = f"<div class='mha-error' style='color:#b00020'>&#9888; {html.escape(str(message))}</div>"
+
+    def _changed(self, change) -> None:
+        if not self._syncing:
+            self.refresh()
+
+    def _replace_options(self, widget, options, value) -> None:
+        """Give ``widget`` new options and value without a refresh for the values in between."""
+        self._syncing = True
+        try:
+            widget.options = options
+            widget.value = value
+        finally:
+            self._syncing = False
+
+    def refresh(self, **overrides) -> bool:
+        """Recompute from the controls' values (``overrides`` replace some, as a forged message would).
+
+        Returns True if the panel updated, False if the values were refused (the message is in
+        ``status`` and the previous figures stay).
+        """
+        values = self.values()
+        values.update(overrides)
+        try:
+            self._render(**values)
+        except (ValueError, TypeError, KeyError) as err:
+            self.show_error(str(err))
+            return False
+        except Exception as err:  # never a traceback in the page
+            self.show_error(f"could not update ({type(err).__name__}: {err})")
+            return False
+        self.status.value = ""
+        self.renders += 1
+        return True
+
+    def values(self) -> dict:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _render(self, **values) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+def changed_offering_divisors(panel, change) -> None:
+    """``_changed`` for panels with d_model and h: h offers only the divisors of d_model.
+
+    When d_model moves, h keeps its value if it still divides, else takes the largest smaller divisor.
+    """
+    if not panel._syncing and change["owner"] is panel.d_model:
+        options = divisors(panel.d_model.value, MAX_HEADS)
+        keep = panel.h.value if panel.h.value in options else max(k for k in options if k <= panel.h.value)
+        panel._replace_options(panel.h, options, keep)
+    Panel._changed(panel, change)

@@ -1,0 +1,250 @@
+"""The heads panel: h, N, causal mask, query token, random/trained weights -> per-head heatmaps.
+
+``head_weights`` computes the weights (a random layer on the demo passage, or the toy-task
+model of ``mha_core.training.pretrained``) and validates its arguments; ``HeadExplorer`` is
+the panel, drawn in the browser by ``heatmap_widget.HeatmapGrid`` (hover, click) or in the
+kernel by ``head_grid.HeadGrid`` (PNG).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+
+import ipywidgets as widgets
+import numpy as np
+
+from ..core.config import MHAConfig, init_params
+from ..core.masks import causal_mask
+from ..core.mha import multi_head_attention
+from ..teaching.demo import MAX_TOKENS, SENTENCE, embed_tokens, tokens
+from .controls import (
+    GuardedDropdown,
+    GuardedIntSlider,
+    GuardedSelectionSlider,
+    GuardedToggleButton,
+    GuardedToggleButtons,
+    Panel,
+    check_choice,
+    check_int_in,
+)
+from .head_grid import HeadGrid, head_grid_figure
+from .heatmap_widget import HeatmapGrid, heatmap_alt_text
+from .viz import figure_bytes
+
+# Head explorer: d_model of the demo layer. 128 has the divisors 1..16 used by the h slider,
+# and d_k = 8 at h = 16 is still a real (if narrow) head.
+HEAD_D_MODEL = 128
+HEAD_CHOICES = (1, 2, 4, 8, 16)
+
+# Head explorer renderers: "canvas" draws in the browser from the weights (hover, click, reflow
+# on phones); "png" draws in the kernel (HeadGrid). Measured against each other by
+# tests/test_dashboard_browser.py; docs/dashboard.md has the figures and the choice.
+HEAD_RENDERERS = ("canvas", "png")
+# Head explorer: settings whose weights are kept (each at most 16 x 64 x 64 floats = 0.5 MB).
+WEIGHT_CACHE_SIZE = 16
+
+
+def trained_available() -> tuple[int, ...]:
+    """Head counts with trained weights (``mha_core.training.pretrained.AVAILABLE_HEADS``), () if none."""
+    try:
+        from ..training import pretrained
+    except ImportError:
+        return ()
+    return tuple(getattr(pretrained, "AVAILABLE_HEADS", ()))
+
+
+def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
+                 seed: int = 0) -> tuple[list[str], np.ndarray, str]:
+    """Attention weights of every head for the head explorer.
+
+    Parameters
+    ----------
+    h : int
+        Number of heads, one of ``HEAD_CHOICES``.
+    N : int
+        Number of tokens, ``2 <= N <= MAX_TOKENS``.
+    causal : bool
+        Apply the causal mask (query i sees keys 0..i).
+    kind : {"random", "trained"}
+        ``"random"``: a freshly initialised layer (d_model = ``HEAD_D_MODEL``) on the demo
+        passage. ``"trained"``: ``mha_core.training.pretrained.attention_maps`` (a toy-task model that
+        was trained with the causal mask, so its weights are causal whatever ``causal`` says,
+        and the title says so). They are re-normalised over the allowed keys, which is exactly
+        softmax with the mask applied and leaves causal weights unchanged.
+    seed : int
+
+    Returns
+    -------
+    labels : list of N str
+    weights : ndarray of shape (h, N, N), rows sum to 1
+    title : str, saying which weights these are
+    """
+    check_choice(h, "h", HEAD_CHOICES)
+    N = check_int_in(N, "N", 2, MAX_TOKENS)
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__} {causal!r}")
+    check_choice(kind, "weights", ("random", "trained"))
+    mask_txt = "causal mask" if causal else "no mask"
+    if kind == "random":
+        labels = list(tokens(N))
+        x = embed_tokens(labels, HEAD_D_MODEL, seed=seed)  # (N, d_model)
+        params = init_params(MHAConfig(HEAD_D_MODEL, h), rng=seed)
+        _, weights = multi_head_attention(x, params, h, causal=bool(causal), return_weights=True)  # (h, N, N)
+        title = f"RANDOM (untrained) weights, seed {seed}: d_model={HEAD_D_MODEL}, h={h}, N={N}, {mask_txt}"
+        return labels, weights, title
+    available = trained_available()
+    if not available:
+        raise ValueError("trained weights are not available in this install (mha_core.training.pretrained is missing)")
+    if h not in available:
+        raise ValueError(f"no trained model with h={h}; trained models exist for h = {', '.join(map(str, available))}")
+    from ..training.pretrained import attention_maps
+
+    longest = len(attention_maps(h)[0])  # the toy task's sequence length
+    n = min(N, longest)
+    labels, weights = attention_maps(h, n=n, seed=seed)  # (h, n, n)
+    labels = [str(t) for t in labels]
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.shape != (h, n, n) or len(labels) != n:
+        raise ValueError(f"pretrained.attention_maps returned {weights.shape} and {len(labels)} labels, "
+                         f"expected ({h}, {n}, {n})")
+    weights = weights * causal_mask(n)  # (h, N, N): forbidden keys -> 0
+    weights = weights / weights.sum(axis=-1, keepdims=True)  # (h, N, N): = masked softmax
+    cut = f" (its sequences have {longest} tokens)" if N > longest else ""
+    title = f"TRAINED weights (toy task), h={h}, N={n}{cut}, causal mask (the model was trained causally)"
+    return labels, weights, title
+
+
+class HeadExplorer(Panel):
+    """Sliders h and N, a causal toggle, a query selector, random/trained -> per-head heatmaps."""
+
+    name = "heads"
+
+    def __init__(self, h: int = 4, N: int = len(SENTENCE), causal: bool = False, kind: str = "random",
+                 renderer: str = "canvas"):
+        check_choice(renderer, "renderer", HEAD_RENDERERS)
+        check_choice(h, "h", HEAD_CHOICES)
+        check_int_in(N, "N", 2, MAX_TOKENS)
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be a bool, got {type(causal).__name__} {causal!r}")
+        check_choice(kind, "kind", ("random", "trained"))
+        super().__init__()
+        self.renderer = renderer
+        self.h = self._control(GuardedSelectionSlider, "h", options=HEAD_CHOICES, value=h, description="h")
+        self.N = self._control(GuardedIntSlider, "N", value=N, min=2, max=MAX_TOKENS, description="N")
+        self.causal = self._control(GuardedToggleButton, "causal", value=causal, description="causal mask",
+                                    tooltip="query i may attend keys 0..i only")
+        self.query = self._control(GuardedDropdown, "query", options=self._query_options(tokens(N)), value=-1,
+                                   description="query")
+        kinds = [("random init", "random"), ("trained (toy task)", "trained")]
+        self.kind = self._control(GuardedToggleButtons, "kind", options=kinds, value=kind, description="weights")
+        self.download = widgets.Button(description="PNG + SVG", icon="download",
+                                       tooltip="prepare download links for the current figure")
+        self.download.add_class("mha-heads-download")
+        self.download.on_click(self._prepare_download)
+        self.links = widgets.HTML()
+        self.links.add_class("mha-heads-links")
+        if renderer == "canvas":  # drawn in the browser: hover reads a weight, a click picks the query
+            self.figure = HeatmapGrid()
+            self.figure.observe(self._clicked, names="query")
+        else:  # PNG drawn in the kernel (HeadGrid)
+            self.grid = HeadGrid()
+            self.image, self.alt, self.figure = self._figure("image")
+        self.figure.add_class("mha-heads-figure")
+        self.caption = widgets.HTML()
+        self.caption.add_class("mha-heads-caption")
+        self.widget = widgets.VBox([
+            widgets.HBox([self.h, self.N, self.causal]),
+            widgets.HBox([self.query, self.kind]),
+            widgets.HBox([self.download, self.links]),
+            self.status, self.caption, self.figure,
+        ])
+        self._finish(self.widget)
+        self._labels: list[str] = []
+        self._cache: dict[tuple, tuple[list[str], np.ndarray, str]] = {}
+        self._shown: tuple | None = None  # (h, N, causal, kind) whose weights the canvas holds
+        self.last: tuple[np.ndarray, list[str], str, int | None] | None = None
+        self.refresh()
+        if renderer == "png":
+            # Frames for the other h values now (~0.1 s each, while the page loads; a preheated
+            # kernel has done it before anyone asks), so a first move of the h slider is as fast
+            # as the next ones.
+            self.grid.prepare(HEAD_CHOICES)
+
+    @staticmethod
+    def _query_options(labels) -> list[tuple[str, int]]:
+        """Dropdown choices: "none" (-1) and one entry per token position."""
+        return [("none", -1)] + [(f"{i}: {t}", i) for i, t in enumerate(labels)]
+
+    def values(self) -> dict:
+        return {"h": self.h.value, "N": self.N.value, "causal": self.causal.value, "kind": self.kind.value,
+                "query": self.query.value}
+
+    def _weights(self, h, N, causal, kind) -> tuple[list[str], np.ndarray, str]:
+        """``head_weights`` remembered per setting: moving the query selector recomputes nothing."""
+        key = (h, N, causal, kind)
+        if key not in self._cache:
+            if len(self._cache) >= WEIGHT_CACHE_SIZE:
+                self._cache.pop(next(iter(self._cache)))  # drop the oldest entry
+            self._cache[key] = head_weights(h, N, causal=causal, kind=kind)
+        return self._cache[key]
+
+    def _render(self, h, N, causal, kind, query) -> None:
+        labels, weights, title = self._weights(h, N, causal, kind)
+        if labels != self._labels:  # new tokens: rebuild the query choices, keep the row if it exists
+            keep = query if isinstance(query, int) and -1 <= query < len(labels) else -1
+            self._replace_options(self.query, self._query_options(labels), keep)
+            self._labels = labels
+            query = self.query.value
+        if isinstance(query, bool) or not isinstance(query, (int, np.integer)) or not -1 <= query < len(labels):
+            raise ValueError(f"query must be -1 (none) or a token position 0..{len(labels) - 1}, got {query!r}")
+        q = None if query < 0 else int(query)
+        self.last = (weights, labels, title, q)
+        if self.renderer == "png":
+            self.image.value = self.grid.render(weights, labels, title=title, query=q)
+            self._set_alt(self.alt, heatmap_alt_text(weights, labels, title=title, query=q))
+        elif self._shown == (h, N, causal, kind):  # only the query moved: no weights to send
+            with self.figure.hold_sync():
+                self.figure.query = int(query)
+                self.figure.alt = heatmap_alt_text(weights, labels, title=title, query=q)
+        else:
+            self.figure.show(weights, labels, title=title, query=q)
+            self._shown = (h, N, causal, kind)
+        self.caption.value = (f"<span class='mha-heads-title'>{html.escape(title)}</span>; "
+                              f"each row is one query token and sums to 1")
+        self.links.value = ""
+
+    def _clicked(self, change) -> None:
+        """A click on a heatmap row (or Enter on a focused head) picked a query: move the selector."""
+        if change["new"] != self.query.value and change["new"] in dict(self.query.options).values():
+            self.query.value = change["new"]
+
+    def _prepare_download(self, _button=None) -> None:
+        try:
+            if self.last is None:
+                raise RuntimeError("nothing drawn yet")
+            weights, labels, title, query = self.last
+            fig = head_grid_figure(weights, labels, title=title, query=query)
+            png, svg = figure_bytes(fig, "png"), figure_bytes(fig, "svg")
+        except Exception as err:  # never a traceback in the page
+            self.show_error(f"could not export the figure ({err})")
+            return
+        self.links.value = (
+            f"<a download='attention_heads.png' href='data:image/png;base64,{base64.b64encode(png).decode()}'>"
+            f"attention_heads.png ({len(png) / 1e3:,.0f} kB)</a> &nbsp; "
+            f"<a download='attention_heads.svg' href='data:image/svg+xml;base64,{base64.b64encode(svg).decode()}'>"
+            f"attention_heads.svg ({len(svg) / 1e3:,.0f} kB)</a>"
+        )
+
+
+def head_explorer(**kwargs) -> HeadExplorer:
+    """The heads panel: h, N, causal, query token, random/trained weights -> per-head heatmaps.
+
+    Keyword arguments set the starting values: ``h=4, N=len(SENTENCE), causal=False,
+    kind="random"`` (validated). Display the returned panel to show it.
+    """
+    return HeadExplorer(**kwargs)
+
+
+__all__ = ["HEAD_CHOICES", "HEAD_D_MODEL", "HEAD_RENDERERS", "HeadExplorer", "head_explorer", "head_weights",
+           "trained_available"]

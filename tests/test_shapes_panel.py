@@ -1,0 +1,89 @@
+"""Tests for mha_core.ui.shapes_panel: shape_state and the shape explorer's callbacks.
+
+Callbacks are driven the way the browser drives them: by setting widget values, and by feeding
+``set_state`` / ``_handle_msg`` the update messages a page would send, including forged ones.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import mha_core as m
+from mha_core.ui import controls as C
+from mha_core.ui import shapes_panel as S
+
+
+def test_shape_state_runs_the_layer_and_counts():
+    s = S.shape_state(2, 10, 512, 8)
+    assert s["d_k"] == 512 // 8
+    assert s["params"] == 4 * 512**2
+    assert s["macs"] == m.count_macs(m.MHAConfig(512, 8), 10, batch=2)
+    assert s["steps"][0] == ("X", (2, 10, 512))
+    assert ("weights = softmax(scores)", (2, 8, 10, 10)) in s["steps"]
+    assert s["steps"][-1][1] == (2, 10, 512)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [((2, 10, 512, 3), "h=3 does not divide d_model=512"), ((0, 10, 512, 8), "B"),
+     ((2, S.SHAPE_MAX_N + 1, 512, 8), "N"), ((2, 10, 500, 4), "d_model"), ((2, 10, 512, 128), "h")],
+)
+def test_shape_state_refuses_bad_values(args, match):
+    with pytest.raises(ValueError, match=match):
+        S.shape_state(*args)
+
+
+def test_shape_state_refuses_wrong_types():
+    with pytest.raises(TypeError, match="N"):
+        S.shape_state(2, "10", 512, 8)
+
+
+def test_shape_explorer_updates_live():
+    p = S.shape_explorer()
+    assert "d_k = d_model / h = 512 / 8 = <span class='mha-dk'>64</span>" in p.summary.value
+    p.h.value = 16
+    assert "<span class='mha-dk'>32</span>" in p.summary.value
+    assert "(B=2, h=16, N=10, d_k=32)" in p.ledger.value
+    assert "h=16" in p.boxes.value
+    p.N.value = 100
+    p.B.value = 3
+    assert "(B=3, N=100, d_model=512)" in p.ledger.value
+    assert f"{m.count_macs(m.MHAConfig(512, 16), 100, batch=3)['total']:,}" in p.summary.value
+    assert p.status.value == ""
+
+
+def test_shape_explorer_h_offers_only_divisors_of_d_model():
+    p = S.shape_explorer()
+    p.h.value = 16
+    p.d_model.value = 768
+    assert p.h.options == C.divisors(768, C.MAX_HEADS)
+    assert p.h.value == 16  # still a divisor: kept
+    p.d_model.value = 16
+    assert p.h.options == (1, 2, 4, 8, 16) and p.h.value == 16
+    p.h.value = 8
+    p.d_model.value = 768
+    p.h.value = 3
+    p.d_model.value = 512
+    assert p.h.value == 2  # 3 does not divide 512: the nearest smaller divisor
+    assert "d_k = d_model / h = 512 / 2" in p.summary.value
+
+
+def test_shape_explorer_forged_h_gives_a_readable_message():
+    p = S.shape_explorer()
+    before = p.ledger.value
+    assert p.refresh(h=3, d_model=512) is False
+    assert "h=3 does not divide d_model=512" in p.status.value
+    assert "Traceback" not in p.status.value
+    assert p.ledger.value == before  # the previous view stays
+    assert p.refresh() is True and p.status.value == ""
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [({"h": 3}, ValueError, "h=3 does not divide d_model=512"),
+     ({"B": 0}, ValueError, "B"),
+     ({"N": "10"}, TypeError, "N")],
+)
+def test_shape_explorer_validates_its_starting_values(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        S.shape_explorer(**kwargs)
