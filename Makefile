@@ -6,13 +6,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab bench weights notebooks check-notebooks lesson-share clean
+.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab classroom bench weights notebooks check-notebooks lesson-share clean
 
 help:
 	@echo "make dashboard  serve the Voila dashboard on http://127.0.0.1:$(PORT)"
 	@echo "make test       ruff + pytest (unit, torch reference, browser) + nbval on every notebook;"
 	@echo "                 without the reference libraries it ends with a red, counted NOT RUN list"
 	@echo "make references install the test-only reference libraries (torch, transformers) into .venv"
+	@echo "make classroom SEATS=60  the dashboard for a class: every seat warmed before the bell"
 	@echo "make slides     the walkthrough as reveal.js slides (classroom mode) on the same port"
 	@echo "make screenshots  re-take docs/dashboard*.png (390, 768, 1366 px) in headless Chromium"
 	@echo "make lesson-slides LESSON=01_one_head   a lesson notebook as offline slides, code shown"
@@ -92,7 +93,18 @@ dashboard: $(STAMP)
 	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
 	$(VOILA) notebooks/dashboard.ipynb $(if $(filter-out 0,$(POOL)),--preheat_kernel=True --pool_size=$(POOL))
 
-# Classroom mode: the same notebook as reveal.js slides (arrow keys), offline template `mha-reveal`.
+# A class at the bell: every seat's kernel started and the dashboard executed in it BEFORE the
+# students arrive (Voila's preheated pool sized to SEATS, warmed a core's worth at a time), so each
+# student's page comes from a warm kernel. Prints the memory plan, refuses a SEATS that does not fit
+# (saying how many would), and prints "Classroom ready: N of N seats warmed in T s" when it is.
+# The pool is topped up during the class without starving the students' kernels (mha_core/ui/serve.py).
+# Start it a few minutes before class: warming takes ~2-4 CPU-seconds a seat (docs/dashboard.md).
+SEATS ?= 60
+classroom: $(STAMP)  ## serve the dashboard to SEATS students (default 60), every seat warmed before the bell
+	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
+	$(BIN)/python -m mha_core.ui.serve classroom --seats=$(SEATS) --port=$(PORT)
+
+# The reveal.js slides: the same notebook (arrow keys), offline template `mha-reveal`.
 slides: $(STAMP)
 	$(VOILA) notebooks/dashboard.ipynb --template=mha-reveal
 
