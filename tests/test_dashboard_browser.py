@@ -542,8 +542,9 @@ def test_axe_wcag21_aa_no_serious_violation(loaded, width):
 LAYOUT = """() => {
   const vw = document.documentElement.clientWidth;
   const box = e => { const r = e.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, width: r.width, height: r.height}; };
-  const sliders = Array.from(document.querySelectorAll('.mha-panel .widget-hslider')).map(w => ({
-    name: w.className.split(' ').filter(c => c.startsWith('mha-')).join(' '),
+  // every slider and every widget output on the page, whatever panel it belongs to
+  const sliders = Array.from(document.querySelectorAll('.widget-slider, .widget-hslider')).map(w => ({
+    name: w.className.split(' ').filter(c => c.startsWith('mha-')).join(' ') || w.className,
     track: box(w.querySelector('.noUi-target')), handle: box(w.querySelector('.noUi-handle'))}));
   const controls = Array.from(document.querySelectorAll('.mha-panel button, .mha-panel select, .mha-panel .noUi-handle'))
     .map(e => ({name: e.closest('[class*="mha-"]').className, ...box(e)}));
@@ -553,7 +554,9 @@ LAYOUT = """() => {
   }).filter(e => !figure.test(e.className) && !e.closest('.mha-figure, .mha-shape-ledger, .mha-shape-boxes, .mha-cost-by-h, .mha-cost-worked'))
     .map(e => e.className || e.tagName);
   const canvases = Array.from(document.querySelectorAll('.mha-heads-figure canvas')).map(box);
-  return {vw, sliders, controls, scrollers, canvases, page: document.documentElement.scrollWidth,
+  const outputs = Array.from(document.querySelectorAll('.jp-OutputArea-output')).filter(o => o.querySelector('.jupyter-widgets'));
+  const panels = outputs.map(o => { const p = o.querySelector('.mha-panel'); return p ? p.className : null; });
+  return {vw, sliders, controls, scrollers, canvases, panels, page: document.documentElement.scrollWidth,
           height: Math.max(...Array.from(document.querySelectorAll('body *')).map(e => e.scrollHeight))};
 }"""
 
@@ -591,9 +594,14 @@ def test_screens_phone_tablet_desktop(loaded, width):
         assert c["width"] > 0 and c["height"] > 0 and c["left"] >= -1 and c["right"] <= layout["vw"] + 1, c
     for canvas in layout["canvases"]:
         assert canvas["right"] <= layout["vw"] + 1 and canvas["width"] >= 184  # full-size maps, on screen
+    # every widget output on the page is a panel (mha-panel: the small-screen layout), the
+    # real-model panel included; a new panel that is not one fails here
+    assert None not in layout["panels"], layout["panels"]
+    assert len(layout["panels"]) >= 5 and any("mha-real-panel" in p for p in layout["panels"]), layout["panels"]
+    assert any("mha-real-" in s_["name"] for s_ in layout["sliders"]), layout["sliders"]
     if width < 820:
-        for s_ in layout["sliders"]:
-            assert s_["track"]["width"] >= 150, s_
+        short = [(s_["name"], round(s_["track"]["width"])) for s_ in layout["sliders"] if s_["track"]["width"] < 150]
+        assert short == [], f"slider tracks under 150 px at {width} px: {short}"
         heads = {s_["name"]: s_["track"] for s_ in layout["sliders"] if "mha-heads-" in s_["name"]}
         h_box, n_box = heads["mha-heads-h"], heads["mha-heads-N"]
         assert n_box["top"] > h_box["top"] + 10 and abs(n_box["left"] - h_box["left"]) < 5  # stacked

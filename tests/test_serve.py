@@ -213,3 +213,22 @@ def test_ready_is_printed_once_when_every_seat_is_warm(capsys):
 def test_classroom_settings_are_validated(trait, value):
     with pytest.raises(ValueError, match=trait):
         serve.BoundedKernelManager(**{trait: value})
+
+
+# -- the page's template: anywidget's load limit ----------------------------------------------------
+
+def test_anywidget_still_sets_the_2s_limit_the_template_lifts():
+    """share/.../mha_page.html.j2 gives anywidget's `AbortSignal.timeout(2000)` (its Runtime's limit
+    on loading a widget's JavaScript) 120 s. If an anywidget upgrade changes how it sets the limit,
+    this fails, and the template must follow."""
+    import anywidget
+
+    bundle = Path(anywidget.__file__).parent / "labextension" / "static"
+    limits = [js for js in bundle.glob("*.js") if "Failed to initialize model" in js.read_text(errors="replace")]
+    assert limits, f"no anywidget bundle under {bundle} sets the load limit"
+    for js in limits:
+        text = js.read_text(errors="replace")
+        at = text.index("Failed to initialize model")
+        assert "AbortSignal.timeout(2000)" in text[at - 300: at], js
+    template = (REPO / "share/jupyter/voila/templates/mha/mha_page.html.j2").read_text()
+    assert "ms === 2000 && /anywidget/.test(new Error().stack" in template

@@ -38,10 +38,11 @@ from functools import partial
 import ipywidgets as widgets
 import numpy as np
 
+from ..models import Model, patterns
 from ..models import load as load_model
-from ..models import patterns
 from .controls import GuardedDropdown, GuardedIntSlider, GuardedText, Panel
 from .head_grid import HeadGrid
+from .shared_cache import shared
 
 EXAMPLE = "The animal didn't cross the street because it was too tired."
 # Longer sentences make maps too dense to read and a SmolLM2 forward pass slow (~N^2 memory
@@ -183,7 +184,7 @@ class RealHeadsPanel(Panel):
             self.status, self.label, self.tokens_html,
             widgets.HBox([self.big_html, self.thumbs_html], layout=widgets.Layout(flex_flow="row wrap")),
         ])
-        self.widget.add_class("mha-real-panel")
+        self._finish(self.widget)  # mha-real-panel, mha-panel: the page's small-screen layout
         self._pictures: OrderedDict[tuple, str] = OrderedDict()  # drawn images, as <img> tags
         self._todo: list[tuple[tuple, Callable[[], str]]] = []  # pictures to draw while idle
         self._prefetching = False
@@ -245,7 +246,12 @@ class RealHeadsPanel(Panel):
             if len(ids) > MAX_TOKENS:
                 raise ValueError(f"the sentence is {len(ids):,} tokens long; the panel shows at most "
                                  f"{MAX_TOKENS} tokens: shorten it")
-            self._remember(key, (model.tokens(ids), model.attention(ids)))
+            def compute():
+                return model.tokens(ids), model.attention(ids)  # labels, (layers, h, N, N)
+
+            # a real model's forward: computed by the first kernel to see this sentence, read by the rest
+            self._remember(key, shared("real_forward", (model_name, model.config, sentence), compute)
+                           if isinstance(model, Model) else compute())
         self._forwards.move_to_end(key)
         return self._forwards[key]
 
