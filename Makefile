@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab classroom bench weights notebooks check-notebooks lesson-share clean
+.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench weights notebooks check-notebooks lesson-share clean
 
 help:
 	@echo "make dashboard  serve the Voila dashboard on http://127.0.0.1:$(PORT)"
@@ -57,6 +57,13 @@ $(MODELS_STAMP): | $(STAMP)
 REFERENCES ?= torch==2.13.0 transformers==5.24.0 accelerate==1.15.0
 references: $(STAMP)
 	$(BIN)/python -m pip install --quiet $(REFERENCES)
+
+# JupyterHub and its proxy, for tests/test_jupyterhub.py and for serving a class from a hub:
+# the `hub` extra of pyproject.toml (never a package dependency) and configurable-http-proxy,
+# pinned in tests/hub/package-lock.json. .ci/run runs this; without it that test is skipped.
+hub-deps: $(STAMP)  ## install JupyterHub (test/deploy extra) and its proxy (npm) for the JupyterHub test
+	$(BIN)/python -m pip install --quiet -e ".[hub]"
+	npm ci --prefix tests/hub --no-audit --no-fund
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -130,12 +130,12 @@ def test_lookup_against_compute_same_run(folder):
     t0 = time.perf_counter()
     computed = [head_weights(h, n, causal=c, kind=k) for h, n, c, k in settings]
     compute_s = time.perf_counter() - t0
-    for s, result in zip(settings, computed):
+    for s, result in zip(settings, computed, strict=True):
         sc.shared("head_weights", s, lambda r=result: r)  # stored by "the first kernel"
     t0 = time.perf_counter()
     looked_up = [sc.shared("head_weights", s, lambda: pytest.fail("recomputed")) for s in settings]
     lookup_s = time.perf_counter() - t0
-    for (_, w, _), (_, w2, _) in zip(computed, looked_up):
+    for (_, w, _), (_, w2, _) in zip(computed, looked_up, strict=True):
         np.testing.assert_array_equal(w, w2)
     print(f"\nshared cache: {len(settings)} head-panel settings computed in {compute_s * 1000:.0f} ms, "
           f"read in {lookup_s * 1000:.0f} ms: lookup / compute = {lookup_s / compute_s:.2f} (same run)")

@@ -387,15 +387,20 @@ def classroom_plan(seats: int, available: int | None = None, shared: int | None 
     return ClassroomPlan(seats, seats + spare_kernels(seats), need(seats), available, shared, most)
 
 
+def classroom_options(seats: int) -> list[str]:
+    """Voila's options in classroom mode: a pool of ``seats`` warmed kernels, a cap with spares,
+    at most one kernel warming per core."""
+    plan = classroom_plan(seats, available=10**9, shared=0)  # the options only; memory is checked apart
+    return ["--preheat_kernel=True", f"--pool_size={seats}",
+            f"--BoundedKernelManager.max_kernels={plan.max_kernels}",
+            f"--BoundedKernelManager.warm_concurrency={os.cpu_count() or 1}",
+            "--BoundedKernelManager.check_interval=1"]
+
+
 def classroom_command(seats: int, port: int, notebook: str = "notebooks/dashboard.ipynb",
                       extra: tuple[str, ...] = ()) -> list[str]:
     """The ``voila`` command line of classroom mode for ``seats`` students."""
-    plan = classroom_plan(seats, available=10**9, shared=0)  # the command only; memory is checked apart
-    return [sys.executable, "-m", "voila", notebook, f"--port={port}",
-            "--preheat_kernel=True", f"--pool_size={seats}",
-            f"--BoundedKernelManager.max_kernels={plan.max_kernels}",
-            f"--BoundedKernelManager.warm_concurrency={os.cpu_count() or 1}",
-            "--BoundedKernelManager.check_interval=1", *extra]
+    return [sys.executable, "-m", "voila", notebook, f"--port={port}", *classroom_options(seats), *extra]
 
 
 def classroom(argv: list[str] | None = None) -> None:
