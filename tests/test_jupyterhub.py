@@ -154,6 +154,8 @@ def _login_and_use_the_dashboard(browser, url: str, user: str, port: int) -> dic
     requests, errors = [], []
     page.on("request", lambda r: requests.append(r.url))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    refused = []
+    page.on("response", lambda r: refused.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     t0 = time.perf_counter()
     page.goto(f"{url}hub/login", timeout=TIMEOUT_MS)
     page.fill("input[name=username]", user)
@@ -170,7 +172,9 @@ def _login_and_use_the_dashboard(browser, url: str, user: str, port: int) -> dic
     status, listed = page.evaluate(API_GET, f"{url}user/{user}/api/kernels")
     assert status == 200, (user, status, listed)
     kernels = {k["id"] for k in json.loads(listed)}
-    return {"context": context, "page": page, "landed": landed, "kernels": kernels, "errors": errors,
+    # copies: the same page later tries another student's server, on purpose
+    return {"context": context, "page": page, "landed": landed, "kernels": kernels, "errors": list(errors),
+            "refused": list(refused),
             "outside": sorted({r for r in requests if not is_local(r, port)}), "first_figure": first_figure}
 
 
@@ -210,7 +214,7 @@ def test_three_students_on_a_real_jupyterhub(tmp_path):
             if other != user:
                 assert not (s["kernels"] & under[other]) and not (s["kernels"] & seen[other]["kernels"])
         assert s["outside"] == [], s["outside"]  # the offline template on the hub route too
-        assert s["errors"] == [], s["errors"]
+        assert s["errors"] == [], (s["errors"], s["refused"])
     status, landed_at, dashboards = foreign
     assert dashboards == 0, "bob saw alice's dashboard"
     assert status == 403 or "/hub/login" in landed_at, (status, landed_at)
