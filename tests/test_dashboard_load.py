@@ -285,7 +285,10 @@ def test_classroom_mode():
 
     plan = serve.classroom_plan(SESSIONS)
     assert plan.fits, plan.refusal()
-    args = (*serve.classroom_options(SESSIONS), "--BoundedKernelManager.disconnect_grace=20")
+    # As in the test above: closed tabs' kernels go after 20 s, and pages get 240 s to connect
+    # (the harness's browsers share the server's 2 cores; a student's device connects in a second).
+    args = (*serve.classroom_options(SESSIONS), "--BoundedKernelManager.disconnect_grace=20",
+            "--BoundedKernelManager.connect_grace=240")
     t_start = time.monotonic()
     with voila_server(*args) as srv:
         pid = srv.proc.pid
