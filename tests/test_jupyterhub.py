@@ -34,6 +34,11 @@ from pathlib import Path
 import pytest
 from dashboard_server import REPO, descendants, free_port, http, is_local, launch_chromium
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
+
 PROXY = REPO / "tests" / "hub" / "node_modules" / ".bin" / "configurable-http-proxy"
 USERS = ("alice", "bob", "carol")
 PASSWORD = "lecture-hall"
@@ -223,11 +228,6 @@ def test_three_students_on_a_real_jupyterhub(tmp_path):
 
 def test_the_hub_settings_need_no_extra_package():
     """jupyterhub stays out of the package's dependencies: a test/deploy extra only."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # Python 3.10
-        import tomli as tomllib
-
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert not any(d.lower().startswith("jupyterhub") for d in project["dependencies"])
     assert any(d.lower().startswith("jupyterhub") for d in project["optional-dependencies"]["hub"])
