@@ -28,21 +28,51 @@ STRICT = os.environ.get("CI", "").lower() == "true" or os.environ.get("MHA_STRIC
 
 def pytest_addoption(parser):
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow")
+    parser.addoption("--browser", default=None, metavar="PATH",
+                     help="the Chromium or Chrome for the browser tests (default: $CHROMIUM, then "
+                          "the PATH, snap, macOS's Google Chrome, Playwright's own Chromium)")
+
+
+def pytest_configure(config):
+    # The panels' shared results (mha_core.ui.shared_cache) go to a folder of this run, so no test
+    # reads a result left by another run or by the user's dashboard; servers started by tests inherit it.
+    if "MHA_SHARED_CACHE" not in os.environ:
+        import tempfile
+
+        os.environ["MHA_SHARED_CACHE"] = tempfile.mkdtemp(prefix="mha-shared-")
+    if config.getoption("--browser"):  # read by tests/dashboard_server.py when a test module imports it
+        os.environ["CHROMIUM"] = config.getoption("--browser")
 
 
 _TEST_MODULES: list = []  # the collected test modules, in order (for their timing reports)
 
 
 def pytest_collection_modifyitems(config, items):
+    """Deselect the slow tests unless --run-slow; skip the browser tests when no browser is found
+    and the axe tests when axe-core is missing, each with a reason naming the fix (a skip, listed
+    under NOT RUN, never an error; in strict mode a failure)."""
     for module in dict.fromkeys(getattr(item, "module", None) for item in items):
         if module is not None:
             _TEST_MODULES.append(module)
-    if config.getoption("--run-slow"):
-        return
-    slow = [item for item in items if item.get_closest_marker("slow")]
-    if slow:
-        config.hook.pytest_deselected(items=slow)
-        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+    if not config.getoption("--run-slow"):
+        slow = [item for item in items if item.get_closest_marker("slow")]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if not item.get_closest_marker("slow")]
+    browser_items = [item for item in items if item.get_closest_marker("browser")]
+    if browser_items:
+        from dashboard_server import CHROMIUM, CHROMIUM_FOUND
+
+        if CHROMIUM is None:
+            for item in browser_items:
+                item.add_marker(pytest.mark.skip(reason=CHROMIUM_FOUND))
+    axe_items = [item for item in items if item.get_closest_marker("axe")]
+    if axe_items:
+        from dashboard_server import AXE, NO_AXE
+
+        if not AXE.is_file():
+            for item in axe_items:
+                item.add_marker(pytest.mark.skip(reason=NO_AXE))
 
 
 def _is_notebook(nodeid: str) -> bool:

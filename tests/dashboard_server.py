@@ -27,7 +27,69 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = "notebooks/dashboard.ipynb"
-CHROMIUM = "/usr/bin/chromium"
+
+# -- finding a browser the way users have one ----------------------------------------------------
+
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+# Where a browser lives when it is not on the PATH: snap's bin directory (missing from some
+# PATHs, e.g. under sudo or cron) and the macOS application bundles.
+BROWSER_PATHS = ("/snap/bin/chromium",
+                 "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+                 "/Applications/Chromium.app/Contents/MacOS/Chromium",
+                 "~/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+                 "~/Applications/Chromium.app/Contents/MacOS/Chromium")
+NO_BROWSER = ("no Chromium or Chrome found: set CHROMIUM=/path/to/chrome or pass --browser=PATH, "
+              "or install one (Debian/Ubuntu: apt-get install chromium, or snap install chromium; "
+              "macOS: Google Chrome; anywhere: .venv/bin/python -m playwright install chromium)")
+
+
+def _playwright_browser() -> str | None:
+    """Playwright's own Chromium, where ``playwright install chromium`` has been run."""
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            path = p.chromium.executable_path
+    except Exception:  # no driver, or no browser registry: not installed
+        return None
+    return path if path and os.path.isfile(path) else None
+
+
+def find_browser(explicit: str | None = None) -> tuple[str | None, str]:
+    """The Chromium or Chrome to drive, and why (or why none).
+
+    In order: ``explicit`` (``--browser``), then ``$CHROMIUM``: a path given must exist (a wrong
+    one is reported, not silently replaced); then Chromium/Chrome on the PATH (snap's
+    ``/snap/bin`` included), the macOS application bundles, and Playwright's own browser.
+    Returns ``(path, how it was found)`` or ``(None, the reason naming the fix)``.
+    """
+    import shutil
+
+    for source, value in (("--browser", explicit), ("CHROMIUM", os.environ.get("CHROMIUM"))):
+        if value:
+            path = shutil.which(value) or (value if os.path.isfile(value) and os.access(value, os.X_OK) else None)
+            if path:
+                return path, f"{source}={value}"
+            return None, f"{source}={value} is not an executable browser. {NO_BROWSER}"
+    for name in BROWSER_NAMES:
+        if path := shutil.which(name):
+            return path, f"{name} on the PATH"
+    for candidate in BROWSER_PATHS:
+        path = os.path.expanduser(candidate)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path, path
+    if path := _playwright_browser():
+        return path, "Playwright's own Chromium"
+    return None, NO_BROWSER
+
+
+# tests/conftest.py sets $CHROMIUM from --browser before any test module imports this one.
+CHROMIUM, CHROMIUM_FOUND = find_browser()
+
+# axe-core, pinned in tests/a11y/package-lock.json ($MHA_AXE: another copy of axe.min.js)
+AXE = Path(os.environ.get("MHA_AXE") or REPO / "tests" / "a11y" / "node_modules" / "axe-core" / "axe.min.js")
+NO_AXE = (f"axe-core is not installed ({AXE} is missing): it needs npm (Node.js: apt-get install "
+          "npm, or brew install node); then `make test` runs `npm ci --prefix tests/a11y`")
 # Flags from the project's tooling notes: without the background-networking ones Chromium
 # keeps trying to reach outside hosts, which would break the "no outside request" check.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -121,7 +183,8 @@ def _alive(proc: subprocess.Popen) -> bool:
 
 
 def launch_chromium(playwright):
-    """Debian's chromium driven by Playwright (``playwright install`` cannot download here)."""
+    """The browser ``find_browser`` found, driven by Playwright (tests marked ``browser`` are
+    skipped by tests/conftest.py when there is none)."""
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from dashboard_server import (
-    CHROMIUM,
+    AXE,
     NOTEBOOK,
     REPO,
     KernelSocket,
@@ -44,7 +44,6 @@ UPDATE_TIMEOUT_MS = 20_000
 # copies them into docs/.
 SCREENSHOTS = REPO / "build" / "screenshots"
 WIDTHS = (390, 768, 1366, 1920)
-AXE = REPO / "tests" / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
 TIMINGS: dict[str, list[float]] = {}
 
 # Records, per watched element, when its new content has been painted: for an <img>, after the
@@ -76,8 +75,6 @@ def _record(name: str, seconds: float) -> None:
 
 @pytest.fixture(scope="module")
 def server():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this)")
     with voila_server("--preheat_kernel=True", "--pool_size=1") as srv:
         yield srv
 
@@ -535,13 +532,13 @@ AXE_RUN = """async () => {
 }"""
 
 
+@pytest.mark.axe
 @pytest.mark.parametrize("width", (1366, 390))
 def test_axe_wcag21_aa_no_serious_violation(loaded, width):
     """axe-core (tests/a11y, pinned): no serious or critical WCAG 2.1 AA violation, colour contrast included.
     Before this work (project tooling notes, same axe version): aria-input-field-name (serious,
     11 nodes) and image-alt (critical, 3 nodes)."""
     page, _ = loaded
-    assert AXE.exists(), f"{AXE} is missing: npm ci --prefix tests/a11y (make test does this)"
     page.set_viewport_size({"width": width, "height": 1000})
     page.wait_for_timeout(300)
     page.add_script_tag(path=str(AXE))
@@ -558,8 +555,9 @@ def test_axe_wcag21_aa_no_serious_violation(loaded, width):
 LAYOUT = """() => {
   const vw = document.documentElement.clientWidth;
   const box = e => { const r = e.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, width: r.width, height: r.height}; };
-  const sliders = Array.from(document.querySelectorAll('.mha-panel .widget-hslider')).map(w => ({
-    name: w.className.split(' ').filter(c => c.startsWith('mha-')).join(' '),
+  // every slider and every widget output on the page, whatever panel it belongs to
+  const sliders = Array.from(document.querySelectorAll('.widget-slider, .widget-hslider')).map(w => ({
+    name: w.className.split(' ').filter(c => c.startsWith('mha-')).join(' ') || w.className,
     track: box(w.querySelector('.noUi-target')), handle: box(w.querySelector('.noUi-handle'))}));
   const controls = Array.from(document.querySelectorAll('.mha-panel button, .mha-panel select, .mha-panel .noUi-handle'))
     .map(e => ({name: e.closest('[class*="mha-"]').className, ...box(e)}));
@@ -569,7 +567,9 @@ LAYOUT = """() => {
   }).filter(e => !figure.test(e.className) && !e.closest('.mha-figure, .mha-shape-ledger, .mha-shape-boxes, .mha-cost-by-h, .mha-cost-worked'))
     .map(e => e.className || e.tagName);
   const canvases = Array.from(document.querySelectorAll('.mha-heads-figure canvas')).map(box);
-  return {vw, sliders, controls, scrollers, canvases, page: document.documentElement.scrollWidth,
+  const outputs = Array.from(document.querySelectorAll('.jp-OutputArea-output')).filter(o => o.querySelector('.jupyter-widgets'));
+  const panels = outputs.map(o => { const p = o.querySelector('.mha-panel'); return p ? p.className : null; });
+  return {vw, sliders, controls, scrollers, canvases, panels, page: document.documentElement.scrollWidth,
           height: Math.max(...Array.from(document.querySelectorAll('body *')).map(e => e.scrollHeight))};
 }"""
 
@@ -659,9 +659,14 @@ def test_screens_phone_tablet_desktop(loaded, width):
         assert canvas["right"] <= layout["vw"] + 1 and canvas["width"] >= 184  # full-size maps, on screen
     if width >= 1600:  # a projector: the maps are redrawn larger, at the page's --mha-scale
         assert min(c["width"] for c in layout["canvases"]) >= 1.3 * (64 + 184 + 4) - 4
+    # every widget output on the page is a panel (mha-panel: the small-screen layout), the
+    # real-model panel included; a new panel that is not one fails here
+    assert None not in layout["panels"], layout["panels"]
+    assert len(layout["panels"]) >= 5 and any("mha-real-panel" in p for p in layout["panels"]), layout["panels"]
+    assert any("mha-real-" in s_["name"] for s_ in layout["sliders"]), layout["sliders"]
     if width < 820:
-        for s_ in layout["sliders"]:
-            assert s_["track"]["width"] >= 150, s_
+        short = [(s_["name"], round(s_["track"]["width"])) for s_ in layout["sliders"] if s_["track"]["width"] < 150]
+        assert short == [], f"slider tracks under 150 px at {width} px: {short}"
         heads = {s_["name"]: s_["track"] for s_ in layout["sliders"] if "mha-heads-" in s_["name"]}
         h_box, n_box = heads["mha-heads-h"], heads["mha-heads-N"]
         assert n_box["top"] > h_box["top"] + 10 and abs(n_box["left"] - h_box["left"]) < 5  # stacked

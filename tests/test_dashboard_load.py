@@ -20,6 +20,16 @@ loading waits for a slot (at 8 at once, 1 page in 60 hit anywidget's 2 s limit t
 heatmap's JavaScript and never drew it; see docs/dashboard.md). Both times are reported: from arrival (queue included) and from the
 page's own request. Pages get 240 s to connect (``connect_grace``; 30 s by default). Prints p50/p90 time to the
 first figure, slider response, peak kernels and peak memory.
+
+``test_classroom_mode``: the same class against ``make classroom SEATS=60``: the server warms a
+pool of 60 kernels (each executes the dashboard) before the first student arrives, then 60
+sessions arrive over 60 s with 8 loading at once. Every page must come from the warmed pool and
+draw its heatmaps (anywidget's 2 s load limit is lifted by the page template). Prints the warming
+time and memory, and from arrival the time to the first figure (p50, p90, max) and the slider
+latency (p50, p90): the figures of the benchmark report (targets p90 <= 5 s and slider p90 <=
+300 ms on this 2-core machine; not asserted: timings belong to a quiet machine). On a quiet
+machine: ``.venv/bin/python -m pytest tests/test_dashboard_load.py --run-slow -s -p no:cacheprovider``
+(both class tests, so the pool's effect is seen against the cold start in the same run).
 """
 
 from __future__ import annotations
@@ -32,10 +42,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from dashboard_server import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     descendants,
     is_local,
+    launch_chromium,
     tree_rss,
     voila_server,
 )
@@ -106,6 +115,7 @@ async def _visit(context, url: str, port: int) -> dict:
         response = await page.goto(url, timeout=RENDER_TIMEOUT_MS, wait_until="commit")
         await page.wait_for_selector(".mha-heads-figure.mha-heatmap[data-drawn] canvas", timeout=RENDER_TIMEOUT_MS)
         first_figure = time.perf_counter() - t0
+        limit = await page.evaluate("window.mhaAnywidgetLimit || 0")  # the template lifted anywidget's 2 s
         caption = page.locator(".mha-heads-caption")
         before = await page.locator(".mha-heads-N .widget-readout").inner_text()
         await page.locator(".mha-heads-N .noUi-handle").focus()
@@ -116,7 +126,7 @@ async def _visit(context, url: str, port: int) -> dict:
         status = response.status
     finally:
         await page.close()
-    return {"first_figure": first_figure, "slider": slider, "errors": errors, "status": status,
+    return {"first_figure": first_figure, "slider": slider, "errors": errors, "status": status, "limit": limit,
             "outside": sorted({u for u in requests if not is_local(u, port)})}
 
 
@@ -199,7 +209,7 @@ async def _student(browser, url: str, port: int, delay: float) -> dict:
 
 async def _one_browser(url: str, port: int) -> dict:
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        browser = await launch_chromium(p)
         try:
             return await _student(browser, url, port, 0)
         finally:
@@ -247,14 +257,71 @@ def test_sixty_browser_sessions():
     assert [r["outside"] for r in results] == [[]] * SESSIONS
 
 
-async def _classroom(url: str, port: int) -> list[dict]:
+async def _classroom(url: str, port: int, loading: int = LOADING) -> list[dict]:
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        browser = await launch_chromium(p)
         try:
             context = await browser.new_context(viewport={"width": 1280, "height": 900})
             await _session(context, url, port, 0)  # warm-up: fills the caches
-            slots = asyncio.Semaphore(LOADING)
+            slots = asyncio.Semaphore(loading)
             return await asyncio.gather(*(_session(context, url, port, i * ARRIVAL_SECONDS / SESSIONS, slots)
                                           for i in range(SESSIONS)), return_exceptions=True)
         finally:
             await browser.close()
+
+
+# -- classroom mode: 60 students against a warmed pool ---------------------------------------------
+
+CLASS_LOADING = 8  # pages loading at once: where one page in 60 used to lose its heatmaps
+
+
+def test_classroom_mode():
+    """``make classroom SEATS=60``: the pool warmed before the class, then 60 sessions over 60 s,
+    8 loading at once. Every page must be served from a warmed kernel, draw its heatmaps (no
+    anywidget time-out) and answer a slider; prints the warming time, the time from arrival to the
+    first figure (p50, p90, max), the slider latency (p50, p90) and the memory. The targets (p90
+    to the first figure <= 5 s, slider p90 <= 300 ms) belong to the benchmark report, not here."""
+    from mha_core.ui import serve
+
+    plan = serve.classroom_plan(SESSIONS)
+    assert plan.fits, plan.refusal()
+    # As in the test above: closed tabs' kernels go after 20 s, and pages get 240 s to connect
+    # (the harness's browsers share the server's 2 cores; a student's device connects in a second).
+    args = (*serve.classroom_options(SESSIONS), "--BoundedKernelManager.disconnect_grace=20",
+            "--BoundedKernelManager.connect_grace=240")
+    t_start = time.monotonic()
+    with voila_server(*args) as srv:
+        pid = srv.proc.pid
+        while "Classroom ready" not in srv.log():
+            assert time.monotonic() - t_start < 900, f"not warmed in 900 s:\n{srv.log()[-2000:]}"
+            assert srv.proc.poll() is None, srv.log()[-3000:]
+            time.sleep(1)
+        warm_s = time.monotonic() - t_start
+        ready = next(line for line in srv.log().splitlines() if line.startswith("Classroom ready"))
+        kernels_ready = len(descendants(pid))
+        warmed_bytes = tree_rss(pid)
+        with Sampler(pid) as sampler:
+            t0 = time.monotonic()
+            results = asyncio.run(_classroom(srv.url, srv.port, CLASS_LOADING))
+            all_done = time.monotonic() - t0
+        log = srv.log()
+    failures = [repr(r)[:300] for r in results if isinstance(r, BaseException)]
+    results = [r for r in results if not isinstance(r, BaseException)]
+    assert results, failures
+    arrivals = sorted(r["first_from_arrival"] for r in results)
+    sliders = sorted(r["slider"] for r in results)
+    pooled = log.count("Using pre-heated kernel")
+    print(f"\nclassroom mode: {ready}; {warm_s:.0f} s from launch, {kernels_ready} kernels, "
+          f"{warmed_bytes / MB:,.0f} MB resident in all (RSS, shared pages counted per process). "
+          f"{len(results)} of {SESSIONS} sessions ok over {ARRIVAL_SECONDS} s, {CLASS_LOADING} loading at once, "
+          f"{pooled} served from the pool, all done in {all_done:.0f} s; from arrival to the first figure p50 "
+          f"{statistics.median(arrivals):.1f} s, p90 {_pct(arrivals, 90):.1f} s, max {arrivals[-1]:.1f} s; "
+          f"slider to new caption p50 {statistics.median(sliders) * 1000:.0f} ms, p90 "
+          f"{_pct(sliders, 90) * 1000:.0f} ms; peak {sampler.peak_kernels} kernels, "
+          f"{sampler.peak_bytes / MB:,.0f} MB (targets for the report: p90 <= 5 s, slider p90 <= 300 ms)")
+    assert failures == [], f"{len(failures)} of {SESSIONS} sessions failed: {failures[:3]}"
+    assert [r["status"] for r in results] == [200] * SESSIONS
+    assert [r["errors"] for r in results] == [[]] * SESSIONS  # no "[anywidget] Failed to initialize"
+    assert [r["limit"] for r in results] == [120_000] * SESSIONS  # the template's lift ran on every page
+    assert [r["outside"] for r in results] == [[]] * SESSIONS
+    assert pooled >= SESSIONS, f"only {pooled} of {SESSIONS + 1} pages came from the warmed pool"

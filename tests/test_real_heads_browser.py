@@ -11,10 +11,9 @@ text (no dialog, no injected element); and that a missing model cache gives a me
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
 import pytest
-from dashboard_server import CHROMIUM, launch_chromium, voila_server
+from dashboard_server import launch_chromium, voila_server
 from playwright.sync_api import expect, sync_playwright
 
 from mha_core.ui import real_heads_panel as R
@@ -48,8 +47,6 @@ def _models_cached() -> None:
 
 @pytest.fixture(scope="module")
 def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this)")
     with sync_playwright() as p:
         b = launch_chromium(p)
         yield b

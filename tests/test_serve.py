@@ -95,3 +95,140 @@ def test_a_pool_start_refused_at_the_cap_is_retried_when_there_is_room():
         assert refills == ["nb.ipynb"]
 
     asyncio.run(scenario())
+
+
+# -- classroom mode ---------------------------------------------------------------------------------
+
+def test_classroom_plan_fits_and_refuses_naming_how_many_would():
+    plan = serve.classroom_plan(60, available=22_000, shared=600)
+    assert plan.max_kernels == 66 and plan.fits
+    assert plan.needed_mb == 66 * serve.KERNEL_MB + 600 + serve.SERVER_MB
+    small = serve.classroom_plan(60, available=4_000, shared=600)
+    assert not small.fits
+    # the largest class that fits does fit, and one more does not
+    assert serve.classroom_plan(small.most_seats, available=4_000, shared=600).fits
+    assert not serve.classroom_plan(small.most_seats + 1, available=4_000, shared=600).fits
+    message = small.refusal()
+    assert message.startswith("SEATS=60 does not fit") and f"At most {small.most_seats} seats fit" in message
+    assert "3.9 GB available" in message
+
+
+@pytest.mark.parametrize(("seats", "error"), [(0, ValueError), (-3, ValueError), (2.5, TypeError), (True, TypeError)])
+def test_classroom_plan_validates_seats(seats, error):
+    with pytest.raises(error, match="seats"):
+        serve.classroom_plan(seats, available=1000, shared=0)
+
+
+def test_classroom_command_sizes_the_pool_to_the_class():
+    cmd = serve.classroom_command(60, 9999)
+    assert "--pool_size=60" in cmd and "--preheat_kernel=True" in cmd and "--port=9999" in cmd
+    assert "--BoundedKernelManager.max_kernels=66" in cmd
+    assert any(a.startswith("--BoundedKernelManager.warm_concurrency=") for a in cmd)
+
+
+def test_classroom_refuses_a_class_that_does_not_fit(monkeypatch, capsys):
+    monkeypatch.setattr(serve, "available_mb", lambda: 1_000)
+    monkeypatch.setattr(serve, "shared_weights_mb", lambda: 600)
+    with pytest.raises(SystemExit) as err:
+        serve.classroom(["--seats", "60"])
+    assert "SEATS=60 does not fit" in str(err.value) and "At most 0 seats fit" in str(err.value)
+
+
+class _Done:
+    """A finished asyncio task standing in for Voila's pool entries."""
+
+    def __init__(self, result=None, done=True):
+        self._result, self._done = result, done
+
+    def done(self):
+        return self._done
+
+    def cancelled(self):
+        return False
+
+    def exception(self):
+        return None
+
+    def result(self):
+        return self._result
+
+
+def _pool_entry(rendered: bool):
+    return _Done({"kernel_id": "k", "task": _Done(done=rendered)})
+
+
+def test_warm_slots_hold_pooled_starts_until_one_finishes_warming():
+    km = serve.BoundedKernelManager(warm_concurrency=1, refill_patience=0)
+    km._pools = {"dashboard.ipynb": [_pool_entry(rendered=False)]}
+    assert km.warming() == 1 and km.warmed() == 0
+
+    async def scenario():
+        waiter = asyncio.ensure_future(km._wait_for_a_warm_slot())
+        await asyncio.sleep(0.5)
+        held = not waiter.done()
+        km._pools["dashboard.ipynb"] = [_pool_entry(rendered=True)]  # the notebook has run
+        await asyncio.wait_for(waiter, 2)
+        return held
+
+    assert asyncio.run(scenario()) is True
+    assert km.warming() == 0 and km.warmed() == 1
+
+
+def test_a_refill_waits_for_busy_students_at_most_refill_patience():
+    km = serve.BoundedKernelManager(warm_concurrency=2, refill_patience=0.6)
+
+    class Busy:
+        execution_state = "busy"
+
+    km._kernels["student"] = Busy()
+    km._kernel_connections["student"] = 1
+    t0 = asyncio.run(_timed(km._wait_for_a_warm_slot()))
+    assert 0.5 <= t0 < 3  # waited for the student, then gave up waiting after the patience
+    Busy.execution_state = "idle"
+    assert asyncio.run(_timed(km._wait_for_a_warm_slot())) < 0.2
+
+
+async def _timed(aw) -> float:
+    import time
+
+    t0 = time.monotonic()
+    await aw
+    return time.monotonic() - t0
+
+
+def test_ready_is_printed_once_when_every_seat_is_warm(capsys):
+    km = serve.BoundedKernelManager()
+    km.kernel_pools_config = {"default": {"pool_size": 2}}
+    km._pools = {"dashboard.ipynb": [_pool_entry(True), _pool_entry(False)]}
+    km._report_ready()
+    assert capsys.readouterr().out == "" and km.ready_after is None
+    km._pools["dashboard.ipynb"][1] = _pool_entry(True)
+    km._report_ready()
+    km._report_ready()
+    out = capsys.readouterr().out
+    assert out.count("Classroom ready: 2 of 2 seats warmed in") == 1
+
+
+@pytest.mark.parametrize(("trait", "value"), [("warm_concurrency", -1), ("refill_patience", -0.5)])
+def test_classroom_settings_are_validated(trait, value):
+    with pytest.raises(ValueError, match=trait):
+        serve.BoundedKernelManager(**{trait: value})
+
+
+# -- the page's template: anywidget's load limit ----------------------------------------------------
+
+def test_anywidget_still_sets_the_2s_limit_the_template_lifts():
+    """share/.../mha_page.html.j2 gives anywidget's `AbortSignal.timeout(2000)` (its Runtime's limit
+    on loading a widget's JavaScript) 120 s. If an anywidget upgrade changes how it sets the limit,
+    this fails, and the template must follow."""
+    import anywidget
+
+    bundle = Path(anywidget.__file__).parent / "labextension" / "static"
+    limits = [js for js in bundle.glob("*.js") if "Failed to initialize model" in js.read_text(errors="replace")]
+    assert limits, f"no anywidget bundle under {bundle} sets the load limit"
+    for js in limits:
+        text = js.read_text(errors="replace")
+        at = text.index("Failed to initialize model")
+        assert "AbortSignal.timeout(2000)" in text[at - 300: at], js
+    template = (REPO / "share/jupyter/voila/templates/mha/mha_page.html.j2").read_text()
+    assert "ms === 2000 && /anywidget/.test(new Error().stack" in template

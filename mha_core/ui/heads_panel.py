@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+from functools import partial
 
 import ipywidgets as widgets
 import numpy as np
@@ -30,6 +31,7 @@ from .controls import (
 )
 from .head_grid import HeadGrid, head_grid_figure
 from .heatmap_widget import HeatmapGrid, heatmap_alt_text
+from .shared_cache import shared
 from .viz import figure_bytes
 
 # Head explorer: d_model of the demo layer. 128 has the divisors 1..16 used by the h slider,
@@ -256,12 +258,13 @@ class HeadExplorer(Panel):
                 "query": self.query.value}
 
     def _weights(self, h, N, causal, kind) -> tuple[list[str], np.ndarray, str]:
-        """``head_weights`` remembered per setting: moving the query selector recomputes nothing."""
+        """``head_weights`` remembered per setting: moving the query selector recomputes nothing;
+        a setting another kernel has already computed is read from the shared cache (shared_cache)."""
         key = (h, N, causal, kind)
         if key not in self._cache:
             if len(self._cache) >= WEIGHT_CACHE_SIZE:
                 self._cache.pop(next(iter(self._cache)))  # drop the oldest entry
-            self._cache[key] = head_weights(h, N, causal=causal, kind=kind)
+            self._cache[key] = shared("head_weights", key, partial(head_weights, h, N, causal=causal, kind=kind))
         return self._cache[key]
 
     def _render(self, h, N, causal, kind, query) -> None:

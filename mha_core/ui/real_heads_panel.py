@@ -43,13 +43,14 @@ from functools import partial
 import ipywidgets as widgets
 import numpy as np
 
+from ..models import Model, patterns
 from ..models import load as load_model
-from ..models import patterns
 from .controls import GuardedDropdown, GuardedIntSlider, GuardedText, Panel
 from .glossary import term
 from .head_grid import HeadGrid
 from .heatmap_widget import HeatmapGrid
 from .score_grid import ScoreGrid
+from .shared_cache import shared
 
 EXAMPLE = "The animal didn't cross the street because it was too tired."
 # Longer sentences make maps too dense to read and a SmolLM2 forward pass slow (~N^2 memory
@@ -230,8 +231,7 @@ class RealHeadsPanel(Panel):
                          layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
             self.thumbs_html,
         ])
-        self.widget.add_class("mha-real-panel")
-        self.widget.add_class("mha-panel")
+        self._finish(self.widget)  # mha-real-panel, mha-panel: the page's small-screen layout
         self._pictures: OrderedDict[tuple, str] = OrderedDict()  # drawn images, as <img> tags
         self._todo: list[tuple[tuple, Callable[[], str]]] = []  # pictures to draw while idle
         self._prefetching = False
@@ -328,8 +328,13 @@ class RealHeadsPanel(Panel):
             if len(ids) > MAX_TOKENS:
                 raise ValueError(f"the sentence is {len(ids):,} tokens long; the panel shows at most "
                                  f"{MAX_TOKENS} tokens: shorten it")
+            def compute():
+                return model.tokens(ids), model.attention(ids)  # labels, (layers, h, N, N)
+
+            # a real model's forward: computed by the first kernel to see this sentence, read by the rest
             with self._working(f"running {MODELS[model_name].split(' (')[0]} on {len(ids)} tokens..."):
-                self._remember(key, (model.tokens(ids), model.attention(ids)))
+                self._remember(key, shared("real_forward", (model_name, model.config, sentence), compute)
+                               if isinstance(model, Model) else compute())
         self._forwards.move_to_end(key)
         return self._forwards[key]
 

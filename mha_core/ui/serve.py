@@ -24,11 +24,31 @@ additions, all traitlets set from the installed Jupyter configuration (``voila.j
 A kernel waiting in Voila's preheated pool counts towards the cap but is never shut down by the
 graces; its clock starts when the pool hands it to a visitor. A pool refill refused at the cap is
 retried once there is room.
+
+Classroom mode (``python -m mha_core.ui.serve classroom --seats 60``, ``make classroom``) serves
+the dashboard with Voila's preheated pool sized to the class: every seat's kernel is started and
+the dashboard executed in it before the students arrive, so a student's page is served from a
+warm kernel. Two more traitlets shape the pool:
+
+``warm_concurrency``
+    At most this many pooled kernels warming (starting or executing the notebook) at once; the
+    rest wait their turn. 0 (the default) leaves Voila's behaviour: all at once.
+``refill_patience``
+    While students are in, a pool refill also waits until no student's kernel is busy, for at
+    most this many seconds: topping the pool up never starves a kernel in use.
+
+When the pool is full the manager prints ``Classroom ready: N of N seats warmed in T s`` with the
+measured memory of a warmed kernel. ``classroom_plan`` works out the memory first and refuses a
+class that does not fit, saying how many seats would.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 import time
+from dataclasses import dataclass
 
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
 from tornado.ioloop import PeriodicCallback
@@ -58,6 +78,10 @@ class BoundedKernelManager(AsyncMappingKernelManager):
     disconnect_grace = Float(120.0, config=True,
                              help="Seconds an idle kernel may live after its last websocket closed (0: forever).")
     check_interval = Float(5.0, config=True, help="Seconds between two checks of the graces.")
+    warm_concurrency = Integer(0, config=True,
+                               help="Most pooled kernels warming at once (0: no limit, Voila's default).")
+    refill_patience = Float(10.0, config=True,
+                            help="Seconds a pool refill waits for the students' busy kernels to go idle.")
 
     @validate("max_kernels")
     def _positive_cap(self, proposal):
@@ -77,6 +101,18 @@ class BoundedKernelManager(AsyncMappingKernelManager):
             raise ValueError(f"check_interval must be > 0 seconds, got {proposal['value']}")
         return proposal["value"]
 
+    @validate("warm_concurrency")
+    def _non_negative_concurrency(self, proposal):
+        if proposal["value"] < 0:
+            raise ValueError(f"warm_concurrency must be >= 0 (0: no limit), got {proposal['value']}")
+        return proposal["value"]
+
+    @validate("refill_patience")
+    def _non_negative_patience(self, proposal):
+        if proposal["value"] < 0:
+            raise ValueError(f"refill_patience must be >= 0 seconds, got {proposal['value']}")
+        return proposal["value"]
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self._starting = 0  # starts in flight (not yet in self._kernels)
@@ -85,6 +121,9 @@ class BoundedKernelManager(AsyncMappingKernelManager):
         self._sweeper: PeriodicCallback | None = None
         self.refused = 0  # starts refused at the cap (logged; tests read the log)
         self.reaped = 0  # kernels shut down by a grace
+        self._warm_starting = 0  # pooled kernels starting (not yet executing the notebook)
+        self._born = time.monotonic()
+        self.ready_after: float | None = None  # seconds from start until the pool was first full
 
     def live_kernels(self) -> int:
         """Kernels alive or starting: what the cap counts."""
@@ -97,13 +136,53 @@ class BoundedKernelManager(AsyncMappingKernelManager):
                              "answering 503", self.live_kernels(), self.max_kernels)
             raise KernelCapReached(self.max_kernels)
         self._start_sweeper()
+        pooled = (kwargs.get("env") or {}).get("VOILA_PREHEAT") == "True"  # a start for Voila's pool
+        if pooled:
+            await self._wait_for_a_warm_slot()
+            self._warm_starting += 1
         self._starting += 1
         try:
             kernel_id = await super().start_kernel(*args, **kwargs)
         finally:
             self._starting -= 1
+            self._warm_starting -= pooled
         self._clock[kernel_id] = time.monotonic()
         return kernel_id
+
+    def warming(self) -> int:
+        """Pooled kernels starting or still executing the notebook."""
+        busy = 0
+        for pool in getattr(self, "_pools", {}).values():
+            for task in pool:
+                if not task.done():
+                    continue  # counted in _warm_starting while it starts
+                if not task.cancelled() and task.exception() is None and not task.result()["task"].done():
+                    busy += 1
+        return busy + self._warm_starting
+
+    def warmed(self) -> int:
+        """Pooled kernels that have executed the notebook: pages ready to be served at once."""
+        n = 0
+        for pool in getattr(self, "_pools", {}).values():
+            for task in pool:
+                if task.done() and not task.cancelled() and task.exception() is None and task.result()["task"].done():
+                    n += 1
+        return n
+
+    def _students_busy(self) -> bool:
+        """True while a kernel with a page connected is executing (a student moved a control)."""
+        return any(self._kernel_connections.get(kid, 0) and getattr(k, "execution_state", "") == "busy"
+                   for kid, k in self._kernels.items())
+
+    async def _wait_for_a_warm_slot(self) -> None:
+        """Hold a pooled start until fewer than ``warm_concurrency`` kernels warm, and (for at most
+        ``refill_patience`` seconds) until no student's kernel is busy."""
+        if not self.warm_concurrency:
+            return
+        t0 = time.monotonic()
+        while (self.warming() >= self.warm_concurrency
+               or (self._students_busy() and time.monotonic() - t0 < self.refill_patience)):
+            await asyncio.sleep(0.2)
 
     def notify_connect(self, kernel_id):
         super().notify_connect(kernel_id)
@@ -160,9 +239,26 @@ class BoundedKernelManager(AsyncMappingKernelManager):
             if failed and self.live_kernels() < self.max_kernels:
                 self.fill_if_needed(delay=0, notebook_name=name)
 
+    def _pool_target(self) -> int:
+        config = getattr(self, "kernel_pools_config", {}) or {}
+        return int(config.get("default", {}).get("pool_size", 0))
+
+    def _report_ready(self) -> None:
+        """Print once, when every seat of the pool has been warmed: how many, how long, how big."""
+        target = self._pool_target()
+        if self.ready_after is not None or not target or self.warmed() < target:
+            return
+        self.ready_after = time.monotonic() - self._born
+        sizes = [uss for uss in map(_kernel_uss, self._kernels.values()) if uss]
+        memory = f"; {sum(sizes) / len(sizes) / 2**20:.0f} MB of its own per kernel" if sizes else ""
+        message = (f"Classroom ready: {target} of {target} seats warmed in {self.ready_after:.0f} s "
+                   f"({len(self._kernels)} kernels{memory})")
+        print(message, flush=True)
+
     async def reap_unconnected(self) -> list[str]:
         """Shut down the kernels whose grace has run out; return their ids."""
         self._refill_pools()
+        self._report_ready()
         now = time.monotonic()
         pooled = self._pooled()
         reaped = []
@@ -189,6 +285,21 @@ class BoundedKernelManager(AsyncMappingKernelManager):
         return reaped
 
 
+def _kernel_uss(kernel) -> int:
+    """A local kernel's own memory in bytes (unique set size: its private pages, from Linux's
+    /proc/PID/smaps_rollup; the libraries and mapped weights it shares are not counted). 0 where unknown."""
+    process = getattr(getattr(kernel, "provisioner", None), "process", None)
+    private = 0
+    try:
+        with open(f"/proc/{process.pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                    private += int(line.split()[1]) * 1024
+    except (AttributeError, OSError, ValueError):
+        return 0
+    return private
+
+
 def _seconds_since(stamp) -> float:
     """Seconds since a timezone-aware datetime (jupyter_server's ``last_activity``); inf if None."""
     if stamp is None:
@@ -196,6 +307,125 @@ def _seconds_since(stamp) -> float:
     from datetime import datetime, timezone
 
     return (datetime.now(timezone.utc) - stamp).total_seconds()
+
+
+# -- classroom mode: a pool sized to the class, warmed before the bell ----------------------------
+
+# A dashboard kernel's own memory with every panel open, the real-model panel used (unique set
+# size; README "Memory", `python -m benchmarks.kernel_memory 20`: 121 MB each). The models'
+# weights are memory-mapped and shared by all kernels: counted once (their size on disk).
+KERNEL_MB = 125
+SERVER_MB = 150  # the Voila server itself, measured at ~95-150 MB (tests/test_dashboard_load.py)
+MEMORY_SHARE = 0.8  # of the memory available now: leave the rest to the system and the browser
+
+
+def spare_kernels(seats: int) -> int:
+    """Kernels beyond the class: reloads and late arrivals (10 %, at least 2)."""
+    return max(2, seats // 10)
+
+
+@dataclass(frozen=True)
+class ClassroomPlan:
+    """What ``seats`` students need: kernels, memory, and whether it fits this machine."""
+
+    seats: int
+    max_kernels: int  # the cap: one kernel a seat plus spares
+    needed_mb: int
+    available_mb: int  # MemAvailable now
+    shared_mb: int  # memory-mapped model weights, shared by every kernel
+    most_seats: int  # the largest class that fits
+
+    @property
+    def fits(self) -> bool:
+        return self.seats <= self.most_seats
+
+    def refusal(self) -> str:
+        return (f"SEATS={self.seats} does not fit: {self.max_kernels} kernels x {KERNEL_MB} MB + "
+                f"{self.shared_mb} MB of shared model weights + {SERVER_MB} MB for the server = "
+                f"{self.needed_mb / 1024:.1f} GB, but this machine has {self.available_mb / 1024:.1f} GB "
+                f"available (using at most {MEMORY_SHARE:.0%} of it). At most {self.most_seats} seats fit: "
+                f"SEATS={self.most_seats}, or serve a bigger class from JupyterHub (docs/dashboard.md).")
+
+
+def available_mb() -> int:
+    """Memory available now, in MB: MemAvailable on Linux, else the physical memory."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+
+
+def shared_weights_mb() -> int:
+    """Size of the fetched models' memory-mapped arrays (0 when not fetched)."""
+    from ..models import cache_dir
+
+    root = cache_dir()
+    return sum(p.stat().st_size for p in root.rglob("*.npy")) // 2**20 if root.is_dir() else 0
+
+
+def classroom_plan(seats: int, available: int | None = None, shared: int | None = None) -> ClassroomPlan:
+    """The kernels and memory for a class of ``seats``; ``available``/``shared`` in MB (default:
+    measured on this machine). Raises ValueError for a seat count that is not a positive int."""
+    if isinstance(seats, bool) or not isinstance(seats, int):
+        raise TypeError(f"seats must be an int, got {type(seats).__name__}")
+    if seats < 1:
+        raise ValueError(f"seats must be at least 1, got {seats}")
+    available = available_mb() if available is None else available
+    shared = shared_weights_mb() if shared is None else shared
+
+    def need(n: int) -> int:
+        return (n + spare_kernels(n)) * KERNEL_MB + shared + SERVER_MB
+
+    budget = int(available * MEMORY_SHARE)
+    most = 0
+    while need(most + 1) <= budget:
+        most += 1
+    return ClassroomPlan(seats, seats + spare_kernels(seats), need(seats), available, shared, most)
+
+
+def classroom_options(seats: int) -> list[str]:
+    """Voila's options in classroom mode: a pool of ``seats`` warmed kernels, a cap with spares,
+    at most one kernel warming per core."""
+    plan = classroom_plan(seats, available=10**9, shared=0)  # the options only; memory is checked apart
+    return ["--preheat_kernel=True", f"--pool_size={seats}",
+            f"--BoundedKernelManager.max_kernels={plan.max_kernels}",
+            f"--BoundedKernelManager.warm_concurrency={os.cpu_count() or 1}",
+            "--BoundedKernelManager.check_interval=1"]
+
+
+def classroom_command(seats: int, port: int, notebook: str = "notebooks/dashboard.ipynb",
+                      extra: tuple[str, ...] = ()) -> list[str]:
+    """The ``voila`` command line of classroom mode for ``seats`` students."""
+    return [sys.executable, "-m", "voila", notebook, f"--port={port}", *classroom_options(seats), *extra]
+
+
+def classroom(argv: list[str] | None = None) -> None:
+    """``python -m mha_core.ui.serve classroom --seats 60 [--port 8866] [voila options]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m mha_core.ui.serve classroom",
+                                     description="Serve the dashboard to a class, every seat warmed before the bell.")
+    parser.add_argument("--seats", type=int, required=True, help="students expected (one warmed kernel each)")
+    parser.add_argument("--port", type=int, default=8866)
+    parser.add_argument("--notebook", default="notebooks/dashboard.ipynb")
+    args, extra = parser.parse_known_args(argv)
+    try:
+        plan = classroom_plan(args.seats)
+    except (TypeError, ValueError) as err:
+        parser.error(str(err))
+    if not plan.fits:
+        raise SystemExit(plan.refusal())
+    print(f"Classroom: warming {plan.seats} seats ({plan.max_kernels} kernels at most, about "
+          f"{plan.needed_mb / 1024:.1f} GB of the {plan.available_mb / 1024:.1f} GB available; "
+          f"{plan.most_seats} seats would fit) on {os.cpu_count()} cores. Each kernel executes the "
+          "dashboard once now; 'Classroom ready' follows when all are warm.", flush=True)
+    cmd = classroom_command(plan.seats, args.port, args.notebook, tuple(extra))
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.execv(cmd[0], cmd)
 
 
 # -- installing the templates and settings into the environment's Jupyter paths ------------------
@@ -244,5 +474,8 @@ def install_jupyter_files(prefix: str | None = None, root=None) -> list[str]:
 
 
 if __name__ == "__main__":
-    files = install_jupyter_files()
-    print(f"installed {len(files)} Voila template and configuration files under {files[0].split('/share/')[0]}")
+    if sys.argv[1:2] == ["classroom"]:
+        classroom(sys.argv[2:])
+    else:
+        files = install_jupyter_files()
+        print(f"installed {len(files)} Voila template and configuration files under {files[0].split('/share/')[0]}")
