@@ -1,0 +1,68 @@
+// The course site's only script (scripts/build_site.py copies it into build/site/assets/).
+// 1. Maths: KaTeX's auto-render over the page ($...$, $$...$$, \(...\), \[...\]), as JupyterLab does.
+// 2. Heatmaps: each div.site-heatmap carries the saved traits of the dashboard's heatmap anywidget
+//    (mha_core/ui/heatmap.py). The widget's own ESM file draws it, given a small stand-in for the
+//    widget model (get / set / save_changes / on / off / send) that lives in the page. So hover and
+//    the keyboard cursor show the exact weights with no kernel; a click outlines the query row.
+
+function renderMaths() {
+  if (!window.renderMathInElement) { return; }
+  window.renderMathInElement(document.getElementById("content"), {
+    delimiters: [
+      { left: "$$", right: "$$", display: true },
+      { left: "\\[", right: "\\]", display: true },
+      { left: "$", right: "$", display: false },
+      { left: "\\(", right: "\\)", display: false },
+    ],
+    ignoredTags: ["script", "noscript", "style", "textarea", "pre", "code", "option"],
+    throwOnError: false,
+  });
+  // the contents list and the pager repeat page titles, which hold maths too
+  document.querySelectorAll(".site-toc, .site-pager").forEach((el) =>
+    window.renderMathInElement(el, { delimiters: [{ left: "$", right: "$", display: false }], throwOnError: false }));
+  document.body.dataset.maths = "done";
+}
+
+function bytes(b64) {
+  const s = atob(b64);
+  const u = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) { u[i] = s.charCodeAt(i); }
+  return new DataView(u.buffer);
+}
+
+// The part of an anywidget model that a render() uses, without a kernel behind it.
+function savedModel(traits) {
+  const handlers = {};
+  const changed = new Set();
+  return {
+    get: (name) => traits[name],
+    set: (name, value) => { if (traits[name] !== value) { traits[name] = value; changed.add(name); } },
+    save_changes: () => {
+      const names = [...changed];
+      changed.clear();
+      names.forEach((name) => (handlers["change:" + name] || []).forEach((f) => f()));
+    },
+    on: (event, f) => { (handlers[event] = handlers[event] || []).push(f); },
+    off: (event, f) => { handlers[event] = (handlers[event] || []).filter((g) => f && g !== f); },
+    send: () => {},
+  };
+}
+
+async function renderHeatmaps() {
+  for (const el of document.querySelectorAll(".site-heatmap")) {
+    const traits = JSON.parse(el.dataset.state);
+    traits.weights = bytes(traits.weights);
+    traits.lut = bytes(traits.lut);
+    const widget = (await import("./" + el.dataset.esm)).default;
+    el.querySelector(".site-noscript")?.remove();
+    widget.render({ model: savedModel(traits), el });
+  }
+  document.body.dataset.heatmaps = "done";
+}
+
+if (document.readyState === "loading") {
+  document.addEventListener("DOMContentLoaded", () => { renderMaths(); renderHeatmaps(); });
+} else {
+  renderMaths();
+  renderHeatmaps();
+}
