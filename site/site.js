@@ -20,7 +20,6 @@ function renderMaths() {
   // the contents list and the pager repeat page titles, which hold maths too
   document.querySelectorAll(".site-toc, .site-pager").forEach((el) =>
     window.renderMathInElement(el, { delimiters: [{ left: "$", right: "$", display: false }], throwOnError: false }));
-  document.body.dataset.maths = "done";
 }
 
 function bytes(b64) {
@@ -57,12 +56,36 @@ async function renderHeatmaps() {
     el.querySelector(".site-noscript")?.remove();
     widget.render({ model: savedModel(traits), el });
   }
-  document.body.dataset.heatmaps = "done";
+}
+
+// 3. A box that scrolls sideways (long code lines, wide tables on a phone) becomes a tab stop, so a
+//    keyboard can scroll it too; checked again when the window is resized.
+function markScrollers() {
+  const boxes = ".jp-InputArea-editor, .jp-OutputArea-output, .jp-RenderedHTMLCommon, .jp-RenderedHTMLCommon table, .site-widget, .site-html";
+  document.querySelectorAll(boxes).forEach((el) => {
+    const scrolls = el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "visible";
+    if (scrolls && !el.hasAttribute("tabindex")) {
+      el.setAttribute("tabindex", "0");
+      el.setAttribute("role", "region");
+      el.setAttribute("aria-label", el.matches(".jp-InputArea-editor") ? "code, scrolls sideways" : "scrolls sideways");
+      el.dataset.scroller = "1";
+    } else if (!scrolls && el.dataset.scroller) {
+      ["tabindex", "role", "aria-label", "data-scroller"].forEach((a) => el.removeAttribute(a));
+    }
+  });
+}
+
+async function start() {
+  renderMaths();
+  await renderHeatmaps();
+  markScrollers();
+  let timer;
+  window.addEventListener("resize", () => { clearTimeout(timer); timer = setTimeout(markScrollers, 100); });
+  document.body.dataset.ready = "1";
 }
 
 if (document.readyState === "loading") {
-  document.addEventListener("DOMContentLoaded", () => { renderMaths(); renderHeatmaps(); });
+  document.addEventListener("DOMContentLoaded", start);
 } else {
-  renderMaths();
-  renderHeatmaps();
+  start();
 }
