@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab bench weights notebooks check-notebooks lesson-share clean
+.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab bench weights notebooks check-notebooks lesson-share site clean
 
 help:
 	@echo "make dashboard  serve the Voila dashboard on http://127.0.0.1:$(PORT)"
@@ -66,7 +66,13 @@ $(AXE): tests/a11y/package.json tests/a11y/package-lock.json
 	npm ci --prefix tests/a11y --no-audit --no-fund
 	touch $(AXE)
 
-test: $(STAMP) $(MODELS_STAMP) lint $(AXE)
+# KaTeX for the static site (make site, tests/test_site.py), pinned in site/package-lock.json, like axe-core in tests/a11y.
+KATEX := site/node_modules/katex/dist/katex.min.js
+$(KATEX): site/package.json site/package-lock.json
+	npm ci --prefix site --no-audit --no-fund
+	touch $(KATEX)
+
+test: $(STAMP) $(MODELS_STAMP) lint $(AXE) $(KATEX)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP) $(MODELS_STAMP)
@@ -131,6 +137,13 @@ notebooks: $(STAMP)
 #   make check-notebooks NB=notebooks/03_worked_example.ipynb
 check-notebooks: notebooks
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -p no:cacheprovider $(NB)
+
+# The course as a static site (scripts/build_site.py; README, "The course as a web site"):
+# build/site/ from the committed executed notebooks, KaTeX and every asset bundled (no CDN).
+# Only the notebooks with widgets are run again, in memory, for their widget state.
+site: $(STAMP) $(KATEX)  ## the course as a static site in build/site/ (serve: python -m http.server -d build/site)
+	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/build_site.py --out build/site
 
 lesson-share: $(STAMP)
 	$(BIN)/python scripts/lesson_share.py

@@ -33,7 +33,6 @@ from site/node_modules: ``npm ci --prefix site``) and the heatmap's JS and CSS. 
 from __future__ import annotations
 
 import argparse
-import base64
 import copy
 import html
 import json
