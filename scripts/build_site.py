@@ -397,7 +397,7 @@ def copy_assets(out: Path) -> dict[str, str]:
     lab = Path(HTMLExporter(template_name="lab").template_paths[0])
     css = [(lab / "static" / name).read_text(encoding="utf-8") for name in ("index.css", "theme-light.css")]
     (assets / "notebook.css").write_text("\n".join(css), encoding="utf-8")
-    for name in ("site.css", "site.js"):
+    for name in ("site.css", "maths.js", "site.js"):
         shutil.copy2(SITE_SRC / name, assets / name)
     esm = {}
     for path in sorted(WIDGET_STATIC.iterdir()):

@@ -1,26 +1,9 @@
-// The course site's only script (scripts/build_site.py copies it into build/site/assets/).
-// 1. Maths: KaTeX's auto-render over the page ($...$, $$...$$, \(...\), \[...\]), as JupyterLab does.
-// 2. Heatmaps: each div.site-heatmap carries the saved traits of the dashboard's heatmap anywidget
+// The course site's module script (scripts/build_site.py copies it into build/site/assets/); the
+// maths is typeset before it runs, by maths.js (a classic script, so it works from file:// too).
+// 1. Heatmaps: each div.site-heatmap carries the saved traits of the dashboard's heatmap anywidget
 //    (mha_core/ui/heatmap.py). The widget's own ESM file draws it, given a small stand-in for the
 //    widget model (get / set / save_changes / on / off / send) that lives in the page. So hover and
 //    the keyboard cursor show the exact weights with no kernel; a click outlines the query row.
-
-function renderMaths() {
-  if (!window.renderMathInElement) { return; }
-  window.renderMathInElement(document.getElementById("content"), {
-    delimiters: [
-      { left: "$$", right: "$$", display: true },
-      { left: "\\[", right: "\\]", display: true },
-      { left: "$", right: "$", display: false },
-      { left: "\\(", right: "\\)", display: false },
-    ],
-    ignoredTags: ["script", "noscript", "style", "textarea", "pre", "code", "option"],
-    throwOnError: false,
-  });
-  // the contents list and the pager repeat page titles, which hold maths too
-  document.querySelectorAll(".site-toc, .site-pager").forEach((el) =>
-    window.renderMathInElement(el, { delimiters: [{ left: "$", right: "$", display: false }], throwOnError: false }));
-}
 
 function bytes(b64) {
   const s = atob(b64);
@@ -58,7 +41,7 @@ async function renderHeatmaps() {
   }
 }
 
-// 3. A box that scrolls sideways (long code lines, wide tables on a phone) becomes a tab stop, so a
+// 2. A box that scrolls sideways (long code lines, wide tables on a phone) becomes a tab stop, so a
 //    keyboard can scroll it too; checked again when the window is resized.
 function markScrollers() {
   const boxes = ".jp-InputArea-editor, .jp-OutputArea-output, .jp-RenderedHTMLCommon, .jp-RenderedHTMLCommon table, .site-widget, .site-html";
@@ -76,7 +59,6 @@ function markScrollers() {
 }
 
 async function start() {
-  renderMaths();
   await renderHeatmaps();
   markScrollers();
   let timer;
