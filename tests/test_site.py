@@ -183,7 +183,8 @@ def _open(page, url: str) -> None:
 
 
 AXE_RUN = """async () => {
-  const r = await axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}});
+  const r = await axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']},
+                               resultTypes: ['violations']});
   return r.violations.map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.length,
                                  where: v.nodes.slice(0, 3).map(n => n.target.join(' '))}));
 }"""
