@@ -40,6 +40,7 @@ import re
 import shutil
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -267,7 +268,7 @@ def _kernel_note(controls: list[str], heatmaps: int, where: str) -> str:
 def widget_states(nb_path: Path, timeout: int = 600) -> tuple[list, float]:
     """Execute a copy of the notebook in memory with its widget state stored.
 
-    Returns (cells of the executed copy, seconds). The file itself is never written.
+    Returns (the executed notebook, seconds). The file itself is never written.
     """
     nb = nbformat.read(nb_path, as_version=4)
     start = time.perf_counter()
@@ -276,14 +277,17 @@ def widget_states(nb_path: Path, timeout: int = 600) -> tuple[list, float]:
     return nb, time.perf_counter() - start
 
 
-def static_widgets(nb, nb_path: Path, heatmap_esm: dict[str, str], where: str, log) -> None:
-    """Replace every widget output of ``nb`` (committed) by static HTML from an executed copy."""
-    cells = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
-             and any(WIDGET_VIEW in o.get("data", {}) for o in c.outputs)]
+def _widget_cells(nb) -> list[int]:
+    return [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            and any(WIDGET_VIEW in o.get("data", {}) for o in c.outputs)]
+
+
+def static_widgets(nb, nb_path: Path, executed, heatmap_esm: dict[str, str], where: str) -> None:
+    """Replace every widget output of ``nb`` (committed) by static HTML drawn from the widget
+    state of ``executed``, the same notebook run again (``widget_states``)."""
+    cells = _widget_cells(nb)
     if not cells:
         return
-    executed, seconds = widget_states(nb_path)
-    log(f"  executed {nb_path.name} for its widget state: {seconds:.1f} s")
     state = executed.metadata.get("widgets", {}).get(WIDGET_STATE)
     if state is None:
         raise ValueError(f"executing {nb_path} stored no widget state")
@@ -418,6 +422,16 @@ def build(out: Path, log=print) -> dict:
     heatmap_esm = copy_assets(out)
     links = _link_map(pages)
     unresolved: list[str] = []
+    # the notebooks with widgets, run again for their widget state: two at a time (kernels start
+    # in parallel; this machine class has two cores)
+    notebooks = {p: nbformat.read(p.source, as_version=4) for p in pages if p.source.suffix == ".ipynb"}
+    rerun = [p for p, nb in notebooks.items() if _widget_cells(nb)]
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = dict(zip(rerun, pool.map(lambda p: widget_states(p.source), rerun), strict=True))
+    rerun_seconds = time.perf_counter() - t0
+    for p, (_, seconds) in runs.items():
+        log(f"  executed {p.source.name} for its widget state: {seconds:.1f} s")
     for page in [None, *pages]:
         if page is None:
             nb, slug, title, exclude = _markdown_notebook(_home_markdown(pages)), "index", SITE_TITLE, False
@@ -425,8 +439,9 @@ def build(out: Path, log=print) -> dict:
             nb = _markdown_notebook(page.source.read_text(encoding="utf-8"))
             slug, title, exclude = page.slug, page.title, False
         else:
-            nb = nbformat.read(page.source, as_version=4)
-            static_widgets(nb, page.source, heatmap_esm, _where(page), log)
+            nb = notebooks[page]
+            if page in runs:
+                static_widgets(nb, page.source, runs[page][0], heatmap_esm, _where(page))
             slug, title, exclude = page.slug, page.title, page.kind == "dashboard"
         body = render_page(page, copy.deepcopy(nb), pages, _exporter(exclude), slug=slug, title=title)
         soup = BeautifulSoup(body, "html.parser")
@@ -437,8 +452,10 @@ def build(out: Path, log=print) -> dict:
     seconds = time.perf_counter() - start
     for item in unresolved:
         log(f"  (not on the site, shown as a path) {item}")
-    log(f"built {len(pages) + 1} pages into {out} in {seconds:.1f} s, {size / 1e6:.1f} MB")
-    return {"pages": pages, "seconds": seconds, "bytes": size, "unresolved": unresolved}
+    log(f"built {len(pages) + 1} pages into {out} in {seconds:.1f} s ({rerun_seconds:.1f} s of it running "
+        f"{len(rerun)} notebooks for their widget state), {size / 1e6:.1f} MB")
+    return {"pages": pages, "seconds": seconds, "bytes": size, "unresolved": unresolved,
+            "rerun": [p.source.name for p in rerun], "rerun_seconds": rerun_seconds}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,12 +49,15 @@ _spec.loader.exec_module(build_site)
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site") / "site"
     summary = build_site.build(out, log=lambda *_: None)
-    print(f"\nsite built in {summary['seconds']:.1f} s (under load if the machine is busy), "
+    print(f"\nsite built in {summary['seconds']:.1f} s ({summary['rerun_seconds']:.1f} s running "
+          f"{', '.join(summary['rerun'])} for widget state; under load if the machine is busy), "
           f"{summary['bytes'] / 1e6:.1f} MB, {len(summary['pages']) + 1} pages")
     return out, summary
 
 
+@functools.cache
 def _soup(path: Path) -> BeautifulSoup:
+    """A built page, parsed once (read-only)."""
     return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
 
 
