@@ -141,9 +141,12 @@ check-notebooks: notebooks
 # The course as a static site (scripts/build_site.py; README, "The course as a web site"):
 # build/site/ from the committed executed notebooks, KaTeX and every asset bundled (no CDN).
 # Only the notebooks with widgets are run again, in memory, for their widget state.
+# SITE_ARGS="--binder https://mybinder.org/v2/gh/OWNER/REPO/HEAD --for-students": links to Binder,
+# and a site without the solutions and the teacher's guide.
+SITE_ARGS ?=
 site: $(STAMP) $(KATEX)  ## the course as a static site in build/site/ (serve: python -m http.server -d build/site)
 	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
-	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/build_site.py --out build/site
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/build_site.py --out build/site $(SITE_ARGS)
 
 lesson-share: $(STAMP)
 	$(BIN)/python scripts/lesson_share.py

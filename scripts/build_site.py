@@ -59,6 +59,7 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 SITE_TITLE = "Multi-head attention, taught in NumPy"
 KERNEL_NOTE = "run this notebook to move it"
+RUN_IT = "index.html#Run-it-yourself"  # the home page's section on running the course
 
 
 @dataclass(frozen=True)
@@ -95,21 +96,24 @@ def plain_title(title: str) -> str:
     return re.sub(r"[${}\\]", "", text)
 
 
-def discover(root: Path = ROOT) -> list[Page]:
-    """The site's pages in reading order, found from the files (see the module docstring)."""
+def discover(root: Path = ROOT, *, for_students: bool = False) -> list[Page]:
+    """The site's pages in reading order, found from the files (see the module docstring).
+    ``for_students`` leaves out the solutions and the teacher's guide."""
     nbdir = root / "notebooks"
     lessons = sorted(nbdir.glob("[0-9][0-9]_*.ipynb"))
     if not lessons:
         raise ValueError(f"no numbered lessons (NN_*.ipynb) in {nbdir}")
     pages = [Page(p, p.stem, "lesson", _title_of(p)) for p in lessons]
-    for p in sorted((nbdir / "solutions").glob("*.ipynb")):
+    for p in sorted((nbdir / "solutions").glob("*.ipynb")) if not for_students else []:
         slug = p.stem if p.stem.startswith("solutions") else f"solutions_{p.stem}"
         pages.append(Page(p, slug, "solutions", _title_of(p)))
     for path, slug, kind in [(root / "docs" / "teachers_guide.md", "teachers_guide", "guide"),
                              (nbdir / "references.md", "references", "references"),
                              (nbdir / "dashboard.ipynb", "dashboard", "dashboard")]:
-        if path.exists():
-            pages.append(Page(path, slug, kind, _title_of(path)))
+        if path.exists() and not (for_students and kind == "guide"):
+            # the dashboard's own heading promises sliders; its page here is a static copy
+            title = "The dashboard, as static views" if kind == "dashboard" else _title_of(path)
+            pages.append(Page(path, slug, kind, title))
     return pages
 
 
@@ -259,10 +263,12 @@ def _output_html(out: dict) -> str:
 
 def _kernel_note(controls: list[str], heatmaps: int, where: str) -> str:
     saved = "; ".join(dict.fromkeys(controls))
-    hover = (" Hover over a map, or Tab to it and use the arrow keys, to read each weight: that "
-             "part works here without a kernel." if heatmaps else "")
-    return (f'<p class="site-kernel-note" role="note"><strong>Saved view</strong> ({_esc(saved)}). '
-            f"The controls need a running Python kernel: {KERNEL_NOTE} ({where}).{hover}</p>")
+    hover = ('<span class="site-hover-hint"> The heatmaps do work here: point at a cell (or tap it, or '
+             "Tab to a map and use the arrow keys) to read its exact weight and its two tokens; a "
+             "click outlines that query's row in every head.</span>" if heatmaps else "")
+    return (f'<p class="site-kernel-note" role="note"><strong>A saved copy of a live panel</strong>, with '
+            f"the settings it had when the notebook ran ({_esc(saved)}). Its controls need Python "
+            f"running behind them, so they do nothing on this page: {KERNEL_NOTE} ({where}).{hover}</p>")
 
 
 def widget_states(nb_path: Path, timeout: int = 600) -> tuple[list, float]:
@@ -318,30 +324,46 @@ def _markdown_notebook(text: str):
     return nb
 
 
-def _home_markdown(pages: list[Page]) -> str:
+def _home_markdown(pages: list[Page], binder: str | None) -> str:
     groups = [("lesson", "Lessons"), ("solutions", "Solutions"), ("guide", "For teachers"),
-              ("references", "References"), ("dashboard", "The dashboard, as static views")]
+              ("references", "References"), ("dashboard", "The dashboard")]
     lines = [f"# {SITE_TITLE}", "",
-             "The whole course as web pages: every lesson with its code, its printed numbers and its "
-             "figures, exactly as stored in the executed notebooks. Nothing here runs Python. The "
-             "heatmaps answer a hover with the exact weight; the sliders and buttons of the other "
-             "panels need a kernel, so each says so. To move them, run the notebooks in JupyterLab "
-             "(`make lab`), open the dashboard (`make dashboard`), or use Binder (see the README).", ""]
+             "A course on multi-head attention: the part of a transformer (the kind of model behind "
+             "today's chatbots) that lets every word of a sentence look at the others, several ways "
+             "at once. Each lesson explains one idea and shows it with short Python programs and "
+             "their results. Start with lesson 00.", "",
+             "These pages are the course's notebooks, made for reading: the code and its results are "
+             "shown as they were when the notebooks were run, and nothing runs here. The attention "
+             "heatmaps still respond when you point at them; the other sliders and buttons need "
+             "Python running behind them, and each panel says so (see *Run it yourself* below).", ""]
     for kind, heading in groups:
         members = [p for p in pages if p.kind == kind]
         if members:
-            lines += [f"## {heading}", ""] + [f"1. [{p.title}]({p.href})" for p in members] + [""]
+            lines += [f"## {heading}", ""] + [f"- [{p.title}]({p.href})" for p in members] + [""]
+    lines += ["## Run it yourself", ""]
+    if binder:
+        lines += [f"- **In your browser, nothing to install:** [the notebooks on Binder]"
+                  f"({binder}?urlpath=lab/tree/notebooks) or [the live dashboard on Binder]"
+                  f"({binder}?urlpath=voila/render/notebooks/dashboard.ipynb). Binder starts a "
+                  "copy of the course for you; it takes a minute or two, and your changes are not kept.", ""]
+    lines += ["- **On your own computer:** you need a copy of the course project (ask your teacher "
+              "where to get it), Python 3.10 or newer, and `make` (Linux or macOS). In a terminal, in "
+              "the project's folder, type `make lab` to open the notebooks in JupyterLab, where you "
+              "can run the code and do the exercises, or `make dashboard` for the live dashboard "
+              "(then open http://127.0.0.1:8866 in your browser).", "",
+              "- **In class:** your teacher can run the live dashboard for everyone.", ""]
     return "\n".join(lines)
 
 
-def _link_map(pages: list[Page]) -> dict[Path, str]:
-    return {p.source.resolve(): p.href for p in pages}
+def _link_map(pages: list[Page]) -> dict[Path, Page]:
+    return {p.source.resolve(): p for p in pages}
 
 
-def rewrite_links(soup: BeautifulSoup, source: Path, links: dict[Path, str], unresolved: list) -> None:
-    """Point links to other notebooks/Markdown files at their pages; others to repository files
-    become plain code text (the site has no copy of them)."""
-    pages = {"index.html", *links.values()}
+def rewrite_links(soup: BeautifulSoup, source: Path, links: dict[Path, Page], unresolved: list) -> None:
+    """Point links to other notebooks/Markdown files at their pages (a link that reads as a file
+    name is renamed after the page); others to repository files become plain code text (the
+    site has no copy of them)."""
+    pages = {"index.html", *(p.href for p in links.values())}
     for a in soup.find_all("a", href=True):
         href = a["href"]
         parts = urlsplit(href)
@@ -349,7 +371,9 @@ def rewrite_links(soup: BeautifulSoup, source: Path, links: dict[Path, str], unr
             continue
         target = (source.parent / unquote(parts.path)).resolve()
         if target in links:
-            a["href"] = links[target] + (f"#{parts.fragment}" if parts.fragment else "")
+            a["href"] = links[target].href + (f"#{parts.fragment}" if parts.fragment else "")
+            if a.get_text().strip().endswith((".ipynb", ".md")):
+                a.string = plain_title(links[target].title)
         else:
             unresolved.append(f"{source.relative_to(ROOT)} -> {href}")
             code = soup.new_tag("code", attrs={"class": "site-repo-path", "title": "a file in the repository"})
@@ -363,16 +387,21 @@ def _exporter(exclude_input: bool) -> HTMLExporter:
                         exclude_output_prompt=exclude_input, anchor_link_text="¶")
 
 
-def _where(page: Page) -> str:
-    if page.kind == "dashboard":
-        return "make dashboard, or Binder"
-    return f"in JupyterLab: make lab, then open notebooks/{page.source.relative_to(ROOT / 'notebooks')}"
+def _where(page: Page, binder: str | None) -> str:
+    """Where to run the page's notebook, as HTML: Binder when its URL is known, else the home
+    page's "Run it yourself"."""
+    if binder:
+        path = page.source.relative_to(ROOT).as_posix()
+        urlpath = f"voila/render/{path}" if page.kind == "dashboard" else f"lab/tree/{path}"
+        return (f'<a href="{_esc(binder)}?urlpath={_esc(urlpath)}">open it on Binder</a>, nothing to '
+                f'install; or on your own computer: <a href="{RUN_IT}">run it yourself</a>')
+    return f'see <a href="{RUN_IT}">Run it yourself</a> on the home page'
 
 
 def render_page(page: Page | None, nb, pages: list[Page], exporter: HTMLExporter, *,
-                slug: str, title: str) -> str:
+                slug: str, title: str, where: str = "") -> str:
     i = pages.index(page) if page in pages else -1
-    site = {"kind": page.kind if page else "home", "slug": slug, "pages": pages,
+    site = {"kind": page.kind if page else "home", "slug": slug, "pages": pages, "where": where,
             "prev": pages[i - 1] if i > 0 else None,
             "next": pages[i + 1] if 0 <= i < len(pages) - 1 else None,
             "site_title": SITE_TITLE, "title": title}
@@ -412,13 +441,20 @@ def copy_assets(out: Path) -> dict[str, str]:
     return esm
 
 
-def build(out: Path, log=print) -> dict:
-    """Build the site into ``out`` (emptied first). Returns a summary: pages, seconds, bytes."""
+def build(out: Path, log=print, *, binder: str | None = None, for_students: bool = False) -> dict:
+    """Build the site into ``out`` (emptied first). Returns a summary: pages, seconds, bytes.
+
+    binder : a Binder URL of the repository (e.g. ``https://mybinder.org/v2/gh/OWNER/REPO/HEAD``);
+        given, every page that can run links to its notebook there.
+    for_students : leave out the solutions and the teacher's guide.
+    """
+    if binder is not None and not re.match(r"https://[^\s?#]+$", binder):
+        raise ValueError(f"binder must be an https:// URL with no query, got {binder!r}")
     start = time.perf_counter()
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    pages = discover()
+    pages = discover(for_students=for_students)
     heatmap_esm = copy_assets(out)
     links = _link_map(pages)
     unresolved: list[str] = []
@@ -434,16 +470,17 @@ def build(out: Path, log=print) -> dict:
         log(f"  executed {p.source.name} for its widget state: {seconds:.1f} s")
     for page in [None, *pages]:
         if page is None:
-            nb, slug, title, exclude = _markdown_notebook(_home_markdown(pages)), "index", SITE_TITLE, False
+            nb, slug, title, exclude = _markdown_notebook(_home_markdown(pages, binder)), "index", SITE_TITLE, False
         elif page.source.suffix == ".md":
             nb = _markdown_notebook(page.source.read_text(encoding="utf-8"))
             slug, title, exclude = page.slug, page.title, False
         else:
             nb = notebooks[page]
             if page in runs:
-                static_widgets(nb, page.source, runs[page][0], heatmap_esm, _where(page))
+                static_widgets(nb, page.source, runs[page][0], heatmap_esm, _where(page, binder))
             slug, title, exclude = page.slug, page.title, page.kind == "dashboard"
-        body = render_page(page, copy.deepcopy(nb), pages, _exporter(exclude), slug=slug, title=title)
+        body = render_page(page, copy.deepcopy(nb), pages, _exporter(exclude), slug=slug, title=title,
+                           where=_where(page, binder) if page and page.source.suffix == ".ipynb" else "")
         soup = BeautifulSoup(body, "html.parser")
         rewrite_links(soup, page.source if page else ROOT / "notebooks" / "index", links, unresolved)
         (out / f"{slug}.html").write_text(str(soup), encoding="utf-8")
@@ -462,8 +499,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "site",
                         help="output folder, emptied first (default: build/site)")
+    parser.add_argument("--binder", metavar="URL",
+                        help="the repository's Binder URL, e.g. https://mybinder.org/v2/gh/OWNER/REPO/HEAD: "
+                             "every lesson then links to its notebook on Binder")
+    parser.add_argument("--for-students", action="store_true",
+                        help="leave out the solutions and the teacher's guide")
     args = parser.parse_args(argv)
-    build(args.out)
+    build(args.out, binder=args.binder, for_students=args.for_students)
     print(f"serve it with: python -m http.server --bind 127.0.0.1 --directory {args.out} 8000")
     return 0
 
