@@ -45,10 +45,13 @@ sys.modules["build_site"] = build_site  # dataclasses look their module up there
 _spec.loader.exec_module(build_site)
 
 
+BINDER = "https://mybinder.org/v2/gh/OWNER/REPO/HEAD"  # any https URL: the links are only checked
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site") / "site"
-    summary = build_site.build(out, log=lambda *_: None)
+    summary = build_site.build(out, log=lambda *_: None, binder=BINDER)
     print(f"\nsite built in {summary['seconds']:.1f} s ({summary['rerun_seconds']:.1f} s running "
           f"{', '.join(summary['rerun'])} for widget state; under load if the machine is busy), "
           f"{summary['bytes'] / 1e6:.1f} MB, {len(summary['pages']) + 1} pages")
@@ -87,6 +90,29 @@ def test_pages_follow_the_files(site):
 
 def _text(value) -> str:
     return "".join(value) if isinstance(value, list) else value
+
+
+def test_options_checked_and_students_site():
+    with pytest.raises(ValueError, match="binder must be an https:// URL"):
+        build_site.build(REPO / "build" / "never", binder="mybinder.org/v2/gh/x/y?urlpath=lab")
+    assert not (REPO / "build" / "never").exists()
+    kinds = [p.kind for p in build_site.discover(for_students=True)]
+    assert "solutions" not in kinds and "guide" not in kinds
+    assert kinds[-2:] == ["references", "dashboard"]
+
+
+def test_every_notebook_page_says_where_to_run_it(site):
+    """Each lesson's banner, each panel's note and the dashboard's banner link to the page's own
+    notebook on Binder (--binder), and the home page says how to run it at home."""
+    out, summary = site
+    for page in (p for p in summary["pages"] if p.kind in ("lesson", "dashboard")):
+        soup = _soup(out / page.href)
+        path = page.source.relative_to(REPO).as_posix()
+        app = "voila/render" if page.kind == "dashboard" else "lab/tree"
+        for box in soup.select(".site-banner, .site-kernel-note"):
+            assert box.find("a", href=f"{BINDER}?urlpath={app}/{path}"), f"{page.href}: {box.get_text()[:80]}"
+    home = _soup(out / "index.html")
+    assert home.find(id="Run-it-yourself") and home.find("a", href=f"{BINDER}?urlpath=lab/tree/notebooks")
 
 
 def test_every_output_is_the_notebooks_own(site):
