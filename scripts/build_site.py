@@ -1,13 +1,13 @@
 """Build the course as a static web site: ``build/site/``, readable with no install and no kernel.
 
-    python scripts/build_site.py [--out build/site]      (``make site``)
+    python scripts/build_site.py [--out build/site] [--binder URL] [--for-students]   (make site)
 
 Why nbconvert with a template of our own (site/templates/mha-site), not Jupyter Book 2 / MyST:
-nbconvert is already installed with JupyterLab and works fully offline, it renders the committed
-executed notebooks as they are (every number on a page is a stored output), and its templates
-are plain Jinja, so the page shell (navigation, print styles, KaTeX, the heatmap script) is ours
-and small. MyST's book theme is downloaded at build time, which fails on a machine without
-internet, and it would be a second toolchain (Node) for the same HTML.
+nbconvert is already installed with JupyterLab and needs no network at build time, it renders
+the committed executed notebooks as they are (every number on a page is a stored output), and
+its templates are plain Jinja, so the page shell (navigation, print styles, KaTeX, the heatmap
+script) is ours and small. MyST's book theme is downloaded on every build, which fails on a
+machine without internet access, and the heatmaps would still need code of our own.
 
 The pages, discovered from the files (nothing is listed by hand):
   1. the numbered lessons ``notebooks/NN_*.ipynb``, in file-name order;
@@ -15,6 +15,7 @@ The pages, discovered from the files (nothing is listed by hand):
   3. the teacher's guide ``docs/teachers_guide.md``;
   4. the references ``notebooks/references.md``;
   5. the dashboard's static views ``notebooks/dashboard.ipynb`` (sources hidden, as in Voila).
+``--for-students`` leaves out 2 and 3; ``--binder URL`` links every notebook page to Binder.
 
 Widgets: committed notebooks carry no widget state (nbstripout), so a notebook with a widget
 output is executed once more into memory with its widget state stored (nbclient), and only the
@@ -145,7 +146,8 @@ class StaticWidgets:
     def __init__(self, state: dict, heatmap_esm: dict[str, str]):
         self.models = state["state"]
         self.heatmap_esm = heatmap_esm  # ESM source text -> asset file name
-        self.controls: list[str] = []  # "h = 8" for each control met by the last render()
+        self.controls: list[str] = []  # "h = 8" for each setting met by render()
+        self.has_controls = False  # any control (a button too): the panel needs the kernel note
         self.heatmaps = 0
 
     def _model(self, ref: str) -> dict:
@@ -212,7 +214,8 @@ class StaticWidgets:
 
     def _control(self, name: str, s: dict, classes: str, desc: str) -> str:
         label = desc or s.get("tooltip") or name.removesuffix("Model")
-        if name in ("ButtonModel",):
+        self.has_controls = True
+        if name == "ButtonModel":
             return f'<button class="{_esc(classes)}" disabled>{_esc(s["description"])}</button>'
         if name == "ToggleButtonModel":
             pressed = "true" if s["value"] else "false"
@@ -262,16 +265,16 @@ def _output_html(out: dict) -> str:
 
 
 def _kernel_note(controls: list[str], heatmaps: int, where: str) -> str:
-    saved = "; ".join(dict.fromkeys(controls))
+    saved = f" ({_esc('; '.join(dict.fromkeys(controls)))})" if controls else ""
     hover = ('<span class="site-hover-hint"> The heatmaps do work here: point at a cell (or tap it, or '
              "Tab to a map and use the arrow keys) to read its exact weight and its two tokens; a "
              "click outlines that query's row in every head.</span>" if heatmaps else "")
     return (f'<p class="site-kernel-note" role="note"><strong>A saved copy of a live panel</strong>, with '
-            f"the settings it had when the notebook ran ({_esc(saved)}). Its controls need Python "
+            f"the settings it had when the notebook ran{saved}. Its controls need Python "
             f"running behind them, so they do nothing on this page: {KERNEL_NOTE} ({where}).{hover}</p>")
 
 
-def widget_states(nb_path: Path, timeout: int = 600) -> tuple[list, float]:
+def widget_states(nb_path: Path, timeout: int = 600) -> tuple[nbformat.NotebookNode, float]:
     """Execute a copy of the notebook in memory with its widget state stored.
 
     Returns (the executed notebook, seconds). The file itself is never written.
@@ -310,7 +313,7 @@ def static_widgets(nb, nb_path: Path, executed, heatmap_esm: dict[str, str], whe
                 raise ValueError(f"{nb_path} cell {i}: the executed copy shows no widget")
             renderer = StaticWidgets(state, heatmap_esm)
             body = renderer.render(views.pop(0)["data"][WIDGET_VIEW]["model_id"])
-            note = _kernel_note(renderer.controls, renderer.heatmaps, where) if renderer.controls else ""
+            note = _kernel_note(renderer.controls, renderer.heatmaps, where) if renderer.has_controls else ""
             kept.append(nbformat.v4.new_output(
                 "display_data", data={"text/html": f'<div class="site-widget">{note}{body}</div>'}))
         nb.cells[i].outputs = kept
