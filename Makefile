@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-before-after weights notebooks check-notebooks lesson-share clean
+.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-before-after weights notebooks check-notebooks lesson-share site clean
 
 # `make help` lists every target that has a `## description` on its rule line, so it cannot drift.
 help:  ## this list
@@ -65,7 +65,13 @@ $(AXE): tests/a11y/package.json tests/a11y/package-lock.json
 		echo "npm not found: the axe-core accessibility audit will be skipped (install Node.js with npm to run it)"; \
 	fi
 
-test: $(STAMP) $(MODELS_STAMP) lint $(AXE)  ## ruff + pytest (unit, torch reference, browser) + strict nbval on every notebook
+# KaTeX for the static site (make site, tests/test_site.py), pinned in site/package-lock.json, like axe-core in tests/a11y.
+KATEX := site/node_modules/katex/dist/katex.min.js
+$(KATEX): site/package.json site/package-lock.json
+	npm ci --prefix site --no-audit --no-fund
+	touch $(KATEX)
+
+test: $(STAMP) $(MODELS_STAMP) lint $(AXE) $(KATEX)  ## ruff + pytest (unit, torch reference, browser, static site) + strict nbval on every notebook
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP) $(MODELS_STAMP)  ## the fast loop: pytest without the slow and browser tests
@@ -150,6 +156,16 @@ notebooks: $(STAMP)  ## re-execute every notebook in place (after changing mha_c
 #   make check-notebooks NB=notebooks/03_worked_example.ipynb
 check-notebooks: notebooks  ## after editing a lesson: re-execute, then strict nbval (NB=one file)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -p no:cacheprovider $(NB)
+
+# The course as a static site (scripts/build_site.py; README, "The course as a web site"):
+# build/site/ from the committed executed notebooks, KaTeX and every asset bundled (no CDN).
+# Only the notebooks with widgets are run again, in memory, for their widget state.
+# SITE_ARGS="--binder https://mybinder.org/v2/gh/OWNER/REPO/HEAD --for-students": links to Binder,
+# and a site without the solutions and the teacher's guide.
+SITE_ARGS ?=
+site: $(STAMP) $(KATEX)  ## the course as a static site in build/site/ (serve: python -m http.server -d build/site)
+	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/build_site.py --out build/site $(SITE_ARGS)
 
 lesson-share: $(STAMP)  ## the share of notebook code lines that teach
 	$(BIN)/python scripts/lesson_share.py

@@ -1,0 +1,339 @@
+"""The course as a static site (scripts/build_site.py, ``make site``), built once and checked.
+
+Without a browser: the pages follow the files (lessons in file order, then solutions, the
+teacher's guide, the references, the dashboard); every printed output of every notebook is on
+its page (the site shows the notebooks' own numbers); every widget output became a static panel,
+never ``VBox(...)`` text; every link and asset resolves inside the site, none points outside.
+
+In Chromium, with the site on a local static server (``http.server``): every page at 1366 and
+390 px makes no request that leaves 127.0.0.1, logs no error, renders its maths, fits the screen
+and has no serious or critical WCAG 2.1 AA violation (axe-core, tests/a11y); the heatmaps hover
+with no kernel (exact weight and both tokens); a lesson and the teacher's guide print as PDF.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import http.server
+import importlib.util
+import json
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+from bs4 import BeautifulSoup
+from dashboard_server import CHROMIUM, REPO, launch_chromium
+from playwright.sync_api import sync_playwright
+
+pytestmark = pytest.mark.browser
+
+AXE = REPO / "tests" / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
+SCREENSHOTS = REPO / "build" / "screenshots"
+WIDTHS = (1366, 390)
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+LOAD_TIMEOUT_MS = 30_000
+
+_spec = importlib.util.spec_from_file_location("build_site", REPO / "scripts" / "build_site.py")
+build_site = importlib.util.module_from_spec(_spec)
+sys.modules["build_site"] = build_site  # dataclasses look their module up there
+_spec.loader.exec_module(build_site)
+
+
+BINDER = "https://mybinder.org/v2/gh/OWNER/REPO/HEAD"  # any https URL: the links are only checked
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("site") / "site"
+    summary = build_site.build(out, log=lambda *_: None, binder=BINDER)
+    print(f"\nsite built in {summary['seconds']:.1f} s ({summary['rerun_seconds']:.1f} s running "
+          f"{', '.join(summary['rerun'])} for widget state; under load if the machine is busy), "
+          f"{summary['bytes'] / 1e6:.1f} MB, {len(summary['pages']) + 1} pages")
+    return out, summary
+
+
+@functools.cache
+def _soup(path: Path) -> BeautifulSoup:
+    """A built page, parsed once (read-only)."""
+    return BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
+
+
+# -- the files ---------------------------------------------------------------------------------------
+
+def test_pages_follow_the_files(site):
+    out, summary = site
+    nbdir = REPO / "notebooks"
+    expected = (sorted(nbdir.glob("[0-9][0-9]_*.ipynb")) + sorted((nbdir / "solutions").glob("*.ipynb"))
+                + [REPO / "docs" / "teachers_guide.md", nbdir / "references.md", nbdir / "dashboard.ipynb"])
+    assert [p.source for p in summary["pages"]] == expected
+    assert [p.kind for p in summary["pages"]][-3:] == ["guide", "references", "dashboard"]
+    hrefs = [p.href for p in summary["pages"]]
+    # the home page and every page's contents list give that order; prev/next walk it
+    home = [a["href"] for a in _soup(out / "index.html").select("main a") if a["href"] in hrefs]
+    assert home == hrefs
+    for i, page in enumerate(summary["pages"]):
+        soup = _soup(out / page.href)
+        assert [a["href"] for a in soup.select("nav.site-toc a")] == hrefs
+        assert soup.select_one("nav.site-toc a[aria-current=page]")["href"] == page.href
+        prev, nxt = soup.select_one("a[rel=prev]"), soup.select_one("a[rel=next]")
+        assert (prev["href"] if prev else None) == (hrefs[i - 1] if i else None)
+        assert (nxt["href"] if nxt else None) == (hrefs[i + 1] if i + 1 < len(hrefs) else None)
+        if page.kind == "solutions":
+            assert "Solutions" in soup.select_one(".site-banner").get_text()
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else value
+
+
+def test_options_checked_and_students_site():
+    with pytest.raises(ValueError, match="binder must be an https:// URL"):
+        build_site.build(REPO / "build" / "never", binder="mybinder.org/v2/gh/x/y?urlpath=lab")
+    assert not (REPO / "build" / "never").exists()
+    kinds = [p.kind for p in build_site.discover(for_students=True)]
+    assert "solutions" not in kinds and "guide" not in kinds
+    assert kinds[-2:] == ["references", "dashboard"]
+
+
+def test_every_notebook_page_says_where_to_run_it(site):
+    """Each lesson's banner, each panel's note and the dashboard's banner link to the page's own
+    notebook on Binder (--binder), and the home page says how to run it at home."""
+    out, summary = site
+    for page in (p for p in summary["pages"] if p.kind in ("lesson", "dashboard")):
+        soup = _soup(out / page.href)
+        path = page.source.relative_to(REPO).as_posix()
+        app = "voila/render" if page.kind == "dashboard" else "lab/tree"
+        for box in soup.select(".site-banner, .site-kernel-note"):
+            assert box.find("a", href=f"{BINDER}?urlpath={app}/{path}"), f"{page.href}: {box.get_text()[:80]}"
+    home = _soup(out / "index.html")
+    assert home.find(id="Run-it-yourself") and home.find("a", href=f"{BINDER}?urlpath=lab/tree/notebooks")
+
+
+def test_every_output_is_the_notebooks_own(site):
+    """Each printed output and each figure's alt text of each notebook is on its page, and each
+    widget output is a static panel: the site shows the notebooks' numbers, not new ones."""
+    out, summary = site
+    for page in summary["pages"]:
+        if page.source.suffix != ".ipynb":
+            continue
+        soup = _soup(out / page.href)
+        text = " ".join(soup.get_text(" ").split())
+        alts = {img.get("alt") for img in soup.find_all("img")}
+        widgets = 0
+        nb = nbformat.read(page.source, as_version=4)
+        for cell in (c for c in nb.cells if c.cell_type == "code"):
+            for o in cell.outputs:
+                data = o.get("data", {})
+                if WIDGET_VIEW in data:
+                    widgets += 1
+                elif o.output_type == "stream" or ("text/plain" in data and "text/html" not in data):
+                    printed = _text(o.text if o.output_type == "stream" else data["text/plain"])
+                    assert " ".join(printed.split()) in text, f"{page.href}: output missing: {printed[:80]!r}"
+                elif "text/html" in data:
+                    for img in BeautifulSoup(_text(data["text/html"]), "html.parser").find_all("img"):
+                        assert img.get("alt") and img["alt"] in alts, f"{page.href}: figure or its alt text missing"
+        assert len(soup.select(".site-widget")) == widgets
+        for panel in soup.select(".site-widget"):
+            if panel.select("input, select, button"):
+                assert build_site.KERNEL_NOTE in panel.select_one(".site-kernel-note").get_text()
+        assert not re.search(r"\b[VH]Box\(", text), f"{page.href} shows a widget as text"
+
+
+def test_links_and_assets_stay_inside_the_site(site):
+    out, _ = site
+    for path in out.glob("*.html"):
+        soup = _soup(path)
+        for tag, attr in (("a", "href"), ("link", "href"), ("script", "src"), ("img", "src")):
+            for el in soup.find_all(tag, attrs={attr: True}):
+                url = el[attr]
+                if url.startswith(("data:", "#")) or (tag == "a" and re.match(r"https?://", url)):
+                    continue  # in-page, or a citation link the reader may follow
+                assert not re.match(r"[a-z]+:|//", url), f"{path.name}: {tag} loads {url} from outside"
+                target = out / url.split("#")[0]
+                assert target.is_file(), f"{path.name}: {url} is not in the site"
+                if "#" in url and url.split("#")[1] and target.suffix == ".html":
+                    assert _soup(target).find(id=url.split("#")[1]), f"{path.name}: no anchor {url}"
+
+
+# -- in a browser --------------------------------------------------------------------------------------
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    out, _ = site
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(out)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    thread.join()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this)")
+    with sync_playwright() as p:
+        b = launch_chromium(p)
+        yield b
+        b.close()
+
+
+def _page(browser, server, width: int, outside: list[str], errors: list[str]):
+    context = browser.new_context(viewport={"width": width, "height": 900})
+
+    def route(r):  # anything not served by our local server is recorded and refused
+        if r.request.url.startswith((server, "data:", "blob:")):
+            r.continue_()
+        else:
+            outside.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return page
+
+
+def _open(page, url: str) -> None:
+    page.goto(url)
+    page.wait_for_selector("body[data-ready]", timeout=LOAD_TIMEOUT_MS)
+
+
+AXE_RUN = """async () => {
+  const r = await axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']},
+                               resultTypes: ['violations']});
+  return r.violations.map(v => ({id: v.id, impact: v.impact, nodes: v.nodes.length,
+                                 where: v.nodes.slice(0, 3).map(n => n.target.join(' '))}));
+}"""
+
+PAGE_FACTS = """() => ({
+  overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  katex: document.querySelectorAll('.katex').length,
+  katexErrors: Array.from(document.querySelectorAll('.katex-error')).map(e => e.textContent).slice(0, 3),
+  rawMaths: /\\$[^$\\s][^$]*\\$/.test(Array.from(document.querySelectorAll('.jp-RenderedMarkdown'))
+                                      .map(e => e.innerText).join(' ')),
+  noAlt: Array.from(document.querySelectorAll('img')).filter(i => !(i.alt || '').trim()).length,
+  heads: Array.from(document.querySelectorAll('.site-heatmap')).map(e =>
+            [JSON.parse(e.dataset.state).h, e.querySelectorAll('canvas').length]),
+  widgetText: /\\b[VH]Box\\(/.test(document.body.innerText),
+})"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_page_offline_accessible_and_whole(site, server, browser, width):
+    """Every page at this width: no request outside 127.0.0.1, no console error, maths typeset,
+    heatmaps drawn, no sideways scroll, every image with alt text, and axe-core finds no serious
+    or critical WCAG 2.1 AA violation."""
+    assert AXE.exists(), f"{AXE} is missing: npm ci --prefix tests/a11y (make test does this)"
+    _, summary = site
+    outside: list[str] = []
+    errors: list[str] = []
+    page = _page(browser, server, width, outside, errors)
+    problems = []
+    start = time.perf_counter()
+    for href in ["index.html", *(p.href for p in summary["pages"])]:
+        _open(page, server + href)
+        facts = page.evaluate(PAGE_FACTS)
+        page.add_script_tag(path=str(AXE))
+        serious = [v for v in page.evaluate(AXE_RUN) if v["impact"] in ("serious", "critical")]
+        for what, bad in [("axe", serious), ("sideways scroll px", facts["overflow"] > 0 and facts["overflow"]),
+                          ("KaTeX errors", facts["katexErrors"]), ("untypeset $maths$", facts["rawMaths"]),
+                          ("images without alt", facts["noAlt"]), ("widget shown as text", facts["widgetText"]),
+                          ("heatmap heads not drawn", [h for h in facts["heads"] if h[0] != h[1]]),
+                          ("requests outside 127.0.0.1", list(outside)), ("console errors", list(errors))]:
+            if bad:
+                problems.append(f"{href} at {width} px: {what}: {bad}")
+        outside.clear()
+        errors.clear()
+        if href == "04_head_heatmaps.html":
+            assert facts["katex"] > 0 and facts["heads"], "the heatmap lesson lost its maths or its maps"
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SCREENSHOTS / f"site-{width}.png"))
+    print(f"\n{len(summary['pages']) + 1} pages at {width} px in {time.perf_counter() - start:.1f} s")
+    page.context.close()
+    assert problems == [], "\n".join(problems)
+
+
+def _weights(el) -> tuple[dict, np.ndarray]:
+    state = json.loads(el.get_attribute("data-state"))
+    w = np.frombuffer(base64.b64decode(state["weights"]), dtype=np.float32).reshape(state["h"], state["n"], state["n"])
+    return state, w
+
+
+def test_heatmap_hovers_without_a_kernel(server, browser):
+    """The heatmap lesson's panel, drawn by the widget's own script from its saved state: hover
+    and the keyboard cursor give the exact weight and both tokens; a click outlines the row."""
+    outside: list[str] = []
+    errors: list[str] = []
+    page = _page(browser, server, 1366, outside, errors)
+    _open(page, server + "04_head_heatmaps.html")
+    heat = page.locator(".site-heatmap").first
+    state, w = _weights(heat)
+    labels, n = state["labels"], state["n"]
+    assert state["h"] == 8 and n == 20  # the saved view: the lesson's h and N
+    np.testing.assert_allclose(w.sum(axis=-1), 1, atol=1e-5)
+    canvas = heat.locator("canvas").nth(2)
+    canvas.scroll_into_view_if_needed()
+    box = canvas.bounding_box()
+    left, top, tile = 64, 4, state["tile"]  # heatmap.js: label margin, top margin, map size (px)
+    for q, k in [(0, 0), (7, 12), (19, 3)]:
+        page.mouse.move(box["x"] + left + (k + 0.5) * tile / n, box["y"] + top + (q + 0.5) * tile / n)
+        tip = heat.locator(".mha-heatmap-tip")
+        assert tip.text_content() == f'head 2: query {q} "{labels[q]}" -> key {k} "{labels[k]}" = {w[2, q, k]:.4f}'
+        assert tip.is_visible()
+    drawn = int(heat.get_attribute("data-drawn"))
+    page.mouse.click(box["x"] + left + 2, box["y"] + top + (7 + 0.5) * tile / n)
+    assert int(heat.get_attribute("data-drawn")) == drawn + 1  # redrawn with row 7 outlined
+    canvas.focus()
+    page.keyboard.press("Tab")  # onto head 3, by keyboard: the cursor cell is announced
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowRight")
+    assert heat.locator(".mha-heatmap-tip").text_content() == (
+        f'head 3: query 1 "{labels[1]}" -> key 1 "{labels[1]}" = {w[3, 1, 1]:.4f}')
+    assert outside == [] and errors == []
+    page.context.close()
+
+
+PRINT_FACTS = """(printable) => ({
+  shell: Array.from(document.querySelectorAll('.site-header, .site-toc, .site-pager'))
+              .filter(e => getComputedStyle(e).display !== 'none').length,
+  wide: Array.from(document.querySelectorAll('main *:not(.katex *)'))
+              .filter(e => e.getBoundingClientRect().width > printable + 1)
+              .map(e => e.tagName + '.' + e.getAttribute('class')).slice(0, 5),
+})"""
+
+
+@pytest.mark.parametrize("href", ["teachers_guide.html", "04_head_heatmaps.html"])
+def test_prints_cleanly(server, browser, href):
+    """Printed on A4: the navigation is gone, nothing is wider than the paper, and the PDF has
+    its pages. The first printed page is saved as a picture for a human to look at."""
+    outside: list[str] = []
+    errors: list[str] = []
+    printable = round((210 - 2 * 12) / 25.4 * 96)  # A4 less site.css's @page margins, in CSS px
+    page = _page(browser, server, printable, outside, errors)
+    _open(page, server + href)
+    page.emulate_media(media="print")
+    facts = page.evaluate(PRINT_FACTS, printable)
+    assert facts == {"shell": 0, "wide": []}
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": printable, "height": round((297 - 30) / 25.4 * 96)})
+    page.screenshot(path=str(SCREENSHOTS / f"print-{href.removesuffix('.html')}.png"))
+    pdf = page.pdf(format="A4", print_background=True, prefer_css_page_size=True)
+    assert pdf.startswith(b"%PDF-")
+    pages = len(re.findall(rb"/Type\s*/Page\b", pdf))
+    assert pages >= 2, f"{href} printed {pages} page(s)"
+    print(f"\n{href}: {pages} A4 pages, {len(pdf) / 1e3:.0f} kB")
+    assert outside == [] and errors == []
+    page.context.close()
