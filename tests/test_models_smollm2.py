@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from head_mask_reference import head_masks, zero_heads_hooks
 
 TOL = 1e-3
 
@@ -86,3 +87,81 @@ def test_next_token_losses_and_a_repeated_passage(smollm2):
     assert losses[30:].mean() < losses[:29].mean() / 2  # the second copy is far less surprising
     with pytest.raises(ValueError, match="at least 2 tokens"):
         smollm2.next_token_losses(ids[:1])
+
+
+PROMPTS = ("The capital of France is", "def fibonacci(n):", "Once upon a time", "1, 2, 3, 4,")
+
+
+def test_cached_generation_gives_the_same_tokens_as_recomputation(smollm2):
+    for prompt in PROMPTS[:2]:
+        cached = smollm2.generate(prompt, max_new_tokens=6)
+        full = smollm2.generate(prompt, max_new_tokens=6, use_cache=False)
+        np.testing.assert_array_equal(cached[0], full[0], err_msg=prompt)
+        assert cached[1] == full[1]
+
+
+def test_write_steps_carry_the_attention_rows_and_the_cache_bytes(smollm2):
+    """Each step's weights equal the full causal forward's row of the query that chose the token,
+    and the caches hold n_kv = 3 heads per layer for the t tokens before the new one."""
+    from mha_core import MHAConfig, kv_cache_bytes
+
+    prompt = smollm2.encode("Attention of every new token:")
+    steps = list(smollm2.write(prompt, 4))
+    ids = np.append(prompt, [s.id for s in steps])
+    full = smollm2.attention(ids)  # (layers, h, N, N)
+    cfg = MHAConfig(smollm2.d_model, smollm2.n_heads, n_kv_heads=smollm2.n_kv_heads)
+    for k, step in enumerate(steps):
+        t = prompt.size + k  # tokens before the new one
+        assert step.weights.shape == (smollm2.n_layers, smollm2.n_heads, t)
+        np.testing.assert_allclose(step.weights, full[:, :, t - 1, :t], atol=2e-5)
+        assert step.cache_bytes == kv_cache_bytes(cfg, t, n_layers=smollm2.n_layers, dtype=np.float32)
+
+
+def test_generate_refuses_bad_arguments(smollm2):
+    with pytest.raises(TypeError, match="use_cache must be True or False"):
+        smollm2.generate("Hi", use_cache="yes")
+    with pytest.raises(ValueError, match="over the cap"):
+        smollm2.generate("Hi", max_new_tokens=200)
+    with pytest.raises(ValueError, match="max_new_tokens must be a positive int"):
+        next(smollm2.write(smollm2.encode("Hi"), 0))
+
+
+@pytest.mark.slow
+@pytest.mark.transformers
+def test_head_mask_matches_transformers_with_heads_zeroed(smollm2, smollm2_reference):
+    import torch
+
+    model, _ = smollm2_reference
+    projs = [layer.self_attn.o_proj for layer in model.model.layers]
+    ids = smollm2.encode("The animal didn't cross the street because it was too tired.")
+    worst = 0.0
+    for mask in head_masks(smollm2.n_layers, smollm2.n_heads):
+        hooks = zero_heads_hooks(projs, mask, smollm2.d_k)
+        try:
+            with torch.no_grad():
+                ref = model(torch.from_numpy(ids)[None]).logits[0].numpy()
+        finally:
+            for hk in hooks:
+                hk.remove()
+        ours = smollm2.logits(ids, head_mask=mask)
+        err = float(np.abs(ours - ref).max())
+        assert err < TOL, f"logits off by {err:.2e} with {int((~mask).sum())} heads off"
+        assert np.abs(ours - smollm2.logits(ids)).max() > 10 * TOL  # the mask really changed the logits
+        worst = max(worst, err)
+    print(f"\nSmolLM2 head_mask vs transformers (o_proj pre-hook), max abs logit diff: {worst:.2e}")
+
+
+@pytest.mark.slow
+@pytest.mark.transformers
+def test_cached_generation_matches_transformers_greedy_generate(smollm2, smollm2_reference):
+    import torch
+
+    model, _ = smollm2_reference
+    for prompt in PROMPTS:
+        ids, _ = smollm2.generate(prompt, max_new_tokens=8)
+        prompt_ids = smollm2.encode(prompt)
+        with torch.no_grad():
+            ref = model.generate(torch.from_numpy(prompt_ids)[None], max_new_tokens=8, do_sample=False)[0].numpy()
+        n = min(ids.size, ref.size)  # the reference stops at the same end-of-text token
+        np.testing.assert_array_equal(ids[:n], ref[:n], err_msg=prompt)
+        assert n >= prompt_ids.size + 1

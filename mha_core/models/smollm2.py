@@ -16,12 +16,13 @@ pairs, which is what ``mha_core.core.rope.apply_rope`` does; we keep that layout
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from ..core import multi_head_attention
+from ..core import decode_step, init_kv_cache, multi_head_attention, prefill
 from .blocks import embed, rms_norm, swiglu
 from .model import Forward, Model
 
@@ -123,6 +124,24 @@ def _byte_decoder() -> dict[str, int]:
     return chars
 
 
+@dataclass(frozen=True)
+class Step:
+    """One token written by ``SmolLM2.write``.
+
+    id : int
+        The new token (the greedy choice).
+    weights : ndarray of shape (layers, h, t), or None (``generate(use_cache=False)``)
+        The attention of the query that chose it (the token just before it, at position t - 1)
+        over the t tokens before the new one, in every head.
+    cache_bytes : int
+        Bytes held by the KV caches of all layers when it was chosen (t tokens, ``n_kv`` heads).
+    """
+
+    id: int
+    weights: np.ndarray | None
+    cache_bytes: int
+
+
 class SmolLM2(Model):
     """SmolLM2-135M-Instruct (Llama decoder, 4-bit quantised). Build it with
     ``mha_core.models.load("smollm2")``."""
@@ -140,24 +159,31 @@ class SmolLM2(Model):
             return token
         return bytes(decoder[ch] for ch in token).decode("utf-8", errors="backslashreplace")
 
-    def forward(self, ids, logits: bool = True) -> Forward:
+    def forward(self, ids, logits: bool = True, head_mask=None) -> Forward:
         """Residual stream (layers + 1, N, d_model), attention (layers, h, N, N) and, if
-        ``logits``, the next-token logits (N, vocab). Token ``t`` sees tokens ``0..t`` only."""
+        ``logits``, the next-token logits (N, vocab). Token ``t`` sees tokens ``0..t`` only.
+        ``head_mask``: bool (layers, h); False zeroes that head's output before ``W_O``."""
         ids = self.check_ids(ids)
+        head_mask = self.check_head_mask(head_mask)
         a = self.arrays
         x = embed(a["tok_embed"], ids)  # (N, d_model)
         hidden, maps = [x], []
-        for p in self.layers:
+        for i, p in enumerate(self.layers):
             attn, w = multi_head_attention(
                 rms_norm(x, p["attn_norm"], self.eps), {k: p[k] for k in ATTENTION_PARAMS}, self.n_heads,
                 n_kv_heads=self.n_kv_heads, causal=True, rope_base=self.rope_base, return_weights=True,
+                head_mask=None if head_mask is None else head_mask[i],
             )  # (N, d_model), (h, N, N)
             x = x + attn  # (N, d_model)
-            x = x + swiglu(rms_norm(x, p["ffn_norm"], self.eps), p["W_gate"], p["W_up"], p["W_down"])  # (N, d_model)
+            x = x + self._ffn(x, p)  # (N, d_model)
             hidden.append(x)
             maps.append(w)
         out = self._head(x) if logits else None  # (N, vocab)
         return Forward(hidden=np.stack(hidden), attention=np.stack(maps), logits=out)
+
+    def _ffn(self, x: np.ndarray, p: dict) -> np.ndarray:
+        """The layer's pre-norm SwiGLU feed-forward: (M, d_model) -> (M, d_model)."""
+        return swiglu(rms_norm(x, p["ffn_norm"], self.eps), p["W_gate"], p["W_up"], p["W_down"])
 
     def _head(self, x: np.ndarray) -> np.ndarray:
         """Final RMSNorm, then the (tied) output projection: (M, d_model) -> (M, vocab)."""
@@ -166,20 +192,79 @@ class SmolLM2(Model):
             return x @ self.arrays["lm_head"]  # (M, d_model) @ (d_model, vocab)
         return x @ self.arrays["tok_embed"].T  # (M, d_model) @ (d_model, vocab): tied embeddings
 
-    def generate(self, text: str, max_new_tokens: int = 8) -> tuple[np.ndarray, str]:
+    def generate(self, text: str, max_new_tokens: int = 8, use_cache: bool = True) -> tuple[np.ndarray, str]:
         """Greedy decoding: append the most likely next token ``max_new_tokens`` times (or until
-        the end-of-text token). Returns all ids and the text of the new tokens only."""
+        the end-of-text token). Returns all ids and the text of the new tokens only.
+
+        ``use_cache=True`` runs the prompt once (``prefill``) and then one ``decode_step`` per
+        layer for each new token, with a KV cache of ``n_kv`` = 3 heads per layer;
+        ``use_cache=False`` recomputes the whole sequence for every new token. Same tokens.
+        """
+        if not isinstance(use_cache, bool):
+            raise TypeError(f"use_cache must be True or False, got {use_cache!r}")
+        ids = self.encode(text)
+        start = ids.size
+        steps = self.write(ids, max_new_tokens) if use_cache else self._recompute(ids, max_new_tokens)
+        new = [step.id for step in steps]
+        ids = np.append(ids, np.asarray(new, dtype=np.int64))
+        return ids, self._tokenizer.decode([int(i) for i in ids[start:]])
+
+    def _check_new_tokens(self, ids: np.ndarray, max_new_tokens) -> None:
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be a positive int, got {max_new_tokens!r}")
-        ids = self.encode(text)
         if ids.size + max_new_tokens > self.max_tokens:
             raise ValueError(f"{ids.size} tokens + {max_new_tokens} new ones is over the cap of {self.max_tokens}")
-        start = ids.size
+
+    def _recompute(self, ids: np.ndarray, max_new_tokens: int):
+        """Greedy decoding without a cache: a whole forward pass per new token. Yields ``Step``s
+        without weights."""
+        self._check_new_tokens(ids, max_new_tokens)
         eos = self._tokenizer.token_to_id("<|endoftext|>")
         for _ in range(max_new_tokens):
             last = self.forward(ids, logits=False).hidden[-1][-1:]  # (1, d_model)
             nxt = int(np.argmax(self._head(last)[0]))
             ids = np.append(ids, nxt)
+            yield Step(nxt, None, 0)
             if nxt == eos:
-                break
-        return ids, self._tokenizer.decode([int(i) for i in ids[start:]])
+                return
+
+    def write(self, ids, max_new_tokens: int = 8):
+        """Greedy decoding with a KV cache, one new token at a time (a generator).
+
+        Yields one ``Step`` per new token. Stops after ``max_new_tokens`` or at the end-of-text
+        token. ``ids``: the prompt's token ids (from ``encode``).
+        """
+        ids = self.check_ids(ids)
+        self._check_new_tokens(ids, max_new_tokens)
+        n = ids.size
+        caches = [init_kv_cache({k: p[k] for k in ATTENTION_PARAMS}, self.n_heads, n + max_new_tokens,
+                                n_kv_heads=self.n_kv_heads) for p in self.layers]  # (n_kv, max, d_k) each
+        eos = self._tokenizer.token_to_id("<|endoftext|>")
+        # prefill: the prompt in one pass per layer; its keys and values go into the caches
+        x = embed(self.arrays["tok_embed"], ids)  # (N, d_model)
+        rows = []
+        for p, cache in zip(self.layers, caches, strict=True):
+            params = {k: p[k] for k in ATTENTION_PARAMS}
+            xn = rms_norm(x, p["attn_norm"], self.eps)  # (N, d_model)
+            attn, w = multi_head_attention(xn, params, self.n_heads, n_kv_heads=self.n_kv_heads, causal=True,
+                                           rope_base=self.rope_base, return_weights=True)  # (N, d_model), (h, N, N)
+            prefill(xn, params, self.n_heads, cache, n_kv_heads=self.n_kv_heads, rope_base=self.rope_base)
+            x = x + attn  # (N, d_model)
+            x = x + self._ffn(x, p)  # (N, d_model)
+            rows.append(w[:, -1, :])  # (h, N): the last prompt token's row
+        x_t = x[-1]  # (d_model,)
+        for step in range(max_new_tokens):
+            nxt = int(np.argmax(self._head(x_t[None])[0]))  # (1, vocab) -> the greedy choice
+            yield Step(nxt, np.stack(rows), sum(c.nbytes for c in caches))  # weights (layers, h, t)
+            if nxt == eos or step == max_new_tokens - 1:
+                return
+            # decode: one token through every layer; RoPE at its absolute position cache.length
+            x_t = embed(self.arrays["tok_embed"], [nxt])[0]  # (d_model,)
+            rows = []
+            for p, cache in zip(self.layers, caches, strict=True):
+                attn, w = decode_step(rms_norm(x_t, p["attn_norm"], self.eps), {k: p[k] for k in ATTENTION_PARAMS},
+                                      self.n_heads, cache, n_kv_heads=self.n_kv_heads, rope_base=self.rope_base,
+                                      return_weights=True)  # (d_model,), (h, t+1)
+                x_t = x_t + attn  # (d_model,)
+                x_t = x_t + self._ffn(x_t[None], p)[0]  # (d_model,)
+                rows.append(w)
