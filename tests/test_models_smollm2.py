@@ -8,6 +8,9 @@ import numpy as np
 import pytest
 from head_mask_reference import head_masks, zero_heads_hooks
 
+from mha_core import MHAConfig, kv_cache_bytes, multi_head_attention
+from mha_core.models.blocks import rms_norm
+
 TOL = 1e-3
 
 
@@ -103,17 +106,18 @@ def test_cached_generation_gives_the_same_tokens_as_recomputation(smollm2):
 def test_write_steps_carry_the_attention_rows_and_the_cache_bytes(smollm2):
     """Each step's weights equal the full causal forward's row of the query that chose the token,
     and the caches hold n_kv = 3 heads per layer for the t tokens before the new one."""
-    from mha_core import MHAConfig, kv_cache_bytes
-
     prompt = smollm2.encode("Attention of every new token:")
     steps = list(smollm2.write(prompt, 4))
     ids = np.append(prompt, [s.id for s in steps])
+    recomputed = list(smollm2.write(prompt, 4, use_cache=False))
+    assert [s.id for s in recomputed] == [s.id for s in steps]
     full = smollm2.attention(ids)  # (layers, h, N, N)
     cfg = MHAConfig(smollm2.d_model, smollm2.n_heads, n_kv_heads=smollm2.n_kv_heads)
     for k, step in enumerate(steps):
         t = prompt.size + k  # tokens before the new one
         assert step.weights.shape == (smollm2.n_layers, smollm2.n_heads, t)
         np.testing.assert_allclose(step.weights, full[:, :, t - 1, :t], atol=2e-5)
+        np.testing.assert_allclose(recomputed[k].weights, full[:, :, t - 1, :t], atol=2e-5)
         assert step.cache_bytes == kv_cache_bytes(cfg, t, n_layers=smollm2.n_layers, dtype=np.float32)
 
 
@@ -123,7 +127,9 @@ def test_generate_refuses_bad_arguments(smollm2):
     with pytest.raises(ValueError, match="over the cap"):
         smollm2.generate("Hi", max_new_tokens=200)
     with pytest.raises(ValueError, match="max_new_tokens must be a positive int"):
-        next(smollm2.write(smollm2.encode("Hi"), 0))
+        smollm2.write(smollm2.encode("Hi"), 0)
+    with pytest.raises(TypeError, match="use_cache must be True or False"):
+        smollm2.write(smollm2.encode("Hi"), 2, use_cache=1)
 
 
 @pytest.mark.slow
@@ -165,3 +171,25 @@ def test_cached_generation_matches_transformers_greedy_generate(smollm2, smollm2
         n = min(ids.size, ref.size)  # the reference stops at the same end-of-text token
         np.testing.assert_array_equal(ids[:n], ref[:n], err_msg=prompt)
         assert n >= prompt_ids.size + 1
+
+
+def test_head_logit_effects_sum_with_the_rest_to_the_logits(smollm2):
+    """The direct path of every head of the last layer, plus the rest of the stream, through the
+    same frozen final-norm scale and unembedding, gives the model's logits."""
+    ids = smollm2.encode("A head writes into the logits.")
+    last = smollm2.n_layers - 1
+    effects = smollm2.head_logit_effects(ids, [(last, h) for h in range(smollm2.n_heads)])  # (h, N, vocab)
+    assert effects.shape == (smollm2.n_heads, ids.size, smollm2.vocab_size)
+    f = smollm2.forward(ids)
+    x = f.hidden[-1]  # (N, d_model)
+    scale = 1 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + smollm2.eps)
+    p = smollm2.layers[last]
+    xn = rms_norm(f.hidden[last], p["attn_norm"], smollm2.eps)
+    attn = multi_head_attention(xn, {k: p[k] for k in ("W_Q", "W_K", "W_V", "W_O")}, 9, n_kv_heads=3, causal=True,
+                                rope_base=smollm2.rope_base)  # (N, d_model): the sum of the 9 heads
+    rest = (x - attn) * scale * smollm2.arrays["out_norm"] @ smollm2.arrays["tok_embed"].T  # (N, vocab)
+    np.testing.assert_allclose(effects.sum(0) + rest, f.logits, atol=2e-3)
+    with pytest.raises(ValueError, match=r"\(layer, head\) pair"):
+        smollm2.head_logit_effects(ids, [(30, 0)])
+    with pytest.raises(ValueError, match="non-empty list"):
+        smollm2.head_logit_effects(ids, [])
