@@ -42,6 +42,7 @@ from ..models import load as load_model
 from ..models import patterns
 from .viz import HeadGrid
 from .widgets import GuardedDropdown, GuardedIntSlider, _Guarded, _Panel
+from .write_panel import WritePanel
 
 EXAMPLE = "The animal didn't cross the street because it was too tired."
 # Longer sentences make maps too dense to read and a SmolLM2 forward pass slow (~N^2 memory
@@ -187,6 +188,8 @@ class RealHeadsPanel(_Panel):
             self.status, self.label, self.tokens_html,
             widgets.HBox([self.big_html, self.thumbs_html], layout=widgets.Layout(flex_flow="row wrap")),
         ])
+        self.writer = WritePanel(load=self._load)  # the "write" mode: SmolLM2 adds tokens one at a time
+        self.widget.children += (self.writer.widget,)
         self.widget.add_class("mha-real-panel")
         self._pictures: OrderedDict[tuple, str] = OrderedDict()  # drawn images, as <img> tags
         self._todo: list[tuple[tuple, Callable[[], str]]] = []  # pictures to draw while idle
