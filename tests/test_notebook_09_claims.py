@@ -110,7 +110,7 @@ def test_rope_keeps_lengths_and_scores_depend_on_the_offset(block):
         assert f"position {pos}: pair lengths [{original}]" in block
     assert "position 1: pair lengths" in block and "pair 0 turned by  57.3 degrees" in block
     scores: dict[int, set[str]] = {}
-    for m, n, off, s in re.findall(r"^\s*(\d+)\s+(\d+)\s+([-+]\d+)\s+([-+][\d.]+)$", block, re.M):
+    for _m, _n, off, s in re.findall(r"^\s*(\d+)\s+(\d+)\s+([-+]\d+)\s+([-+][\d.]+)$", block, re.M):
         scores.setdefault(int(off), set()).add(s)
     assert set(scores) == {3, 0, -5} and all(len(v) == 1 for v in scores.values())
     assert len({next(iter(v)) for v in scores.values()}) == 3  # different offsets, different scores

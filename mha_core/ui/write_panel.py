@@ -97,6 +97,9 @@ class WritePanel:
                                       on_invalid=self._refused)
         self.head = GuardedIntSlider(value=0, min=0, max=0, description="head", continuous_update=False,
                                      on_invalid=self._refused)
+        for slider, css in ((self.length, "mha-write-length"), (self.layer, "mha-write-layer"),
+                            (self.head, "mha-write-head")):
+            slider.add_class(css)
         for slider in (self.layer, self.head):
             slider.observe(lambda _c: self.redraw(), names="value")
         self.button = widgets.Button(description="write", icon="pencil",
