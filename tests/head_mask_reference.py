@@ -31,16 +31,25 @@ def zero_heads_hooks(layers, head_mask, width):
     return hooks
 
 
-def head_masks(n_layers, n_heads, seed=0):
-    """Several masks: one head, a whole layer, and 20 random heads off."""
+def head_masks(n_layers, n_heads, heads=(), seed=0):
+    """Several masks: one head off, the listed ``(layer, head)`` pairs off, and 20 random heads off."""
     masks = []
     one = np.ones((n_layers, n_heads), dtype=bool)
     one[n_layers // 2, 1] = False
     masks.append(one)
-    layer = np.ones((n_layers, n_heads), dtype=bool)
-    layer[1] = False
-    masks.append(layer)
+    if heads:
+        listed = np.ones((n_layers, n_heads), dtype=bool)
+        for layer, head in heads:
+            listed[layer, head] = False
+        masks.append(listed)
     rand = np.ones(n_layers * n_heads, dtype=bool)
     rand[np.random.default_rng(seed).choice(rand.size, 20, replace=False)] = False
     masks.append(rand.reshape(n_layers, n_heads))
     return masks
+
+
+def whole_layer_off(n_layers, n_heads, layer=1):
+    """Every head of ``layer`` off: the largest change to the stream."""
+    mask = np.ones((n_layers, n_heads), dtype=bool)
+    mask[layer] = False
+    return mask

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from head_mask_reference import head_masks, zero_heads_hooks
+from head_mask_reference import head_masks, whole_layer_off, zero_heads_hooks
 
 TOL = 1e-4
 
@@ -62,7 +62,8 @@ def test_head_mask_matches_bertmodel_with_heads_zeroed(minilm, minilm_reference)
     projs = [layer.attention.output.dense for layer in model.encoder.layer]
     ids = minilm.encode("The animal didn't cross the street because it was too tired.")
     worst = 0.0
-    for mask in head_masks(minilm.n_layers, minilm.n_heads):
+    for mask in [*head_masks(minilm.n_layers, minilm.n_heads, ((2, 9), (4, 5))),
+                 whole_layer_off(minilm.n_layers, minilm.n_heads)]:
         hooks = zero_heads_hooks(projs, mask, minilm.d_k)
         try:
             with torch.no_grad():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from head_mask_reference import head_masks, zero_heads_hooks
+from head_mask_reference import head_masks, whole_layer_off, zero_heads_hooks
 
 from mha_core import MHAConfig, kv_cache_bytes, multi_head_attention
 from mha_core.models.blocks import rms_norm
@@ -132,6 +132,14 @@ def test_generate_refuses_bad_arguments(smollm2):
         smollm2.write(smollm2.encode("Hi"), 2, use_cache=1)
 
 
+# The five heads with the highest induction score (notebook 09_real_heads switches them off).
+INDUCTION_HEADS = ((18, 6), (17, 4), (17, 3), (17, 5), (18, 7))
+# With a whole early layer off, SmolLM2's first-token "massive activation" (hundreds of times
+# the other tokens' size) changes, and float32 rounding in the two implementations grows with it:
+# 1.6e-3 on the logits when this test was written. Checked at this looser tolerance.
+WHOLE_LAYER_TOL = 5e-3
+
+
 @pytest.mark.slow
 @pytest.mark.transformers
 def test_head_mask_matches_transformers_with_heads_zeroed(smollm2, smollm2_reference):
@@ -140,8 +148,10 @@ def test_head_mask_matches_transformers_with_heads_zeroed(smollm2, smollm2_refer
     model, _ = smollm2_reference
     projs = [layer.self_attn.o_proj for layer in model.model.layers]
     ids = smollm2.encode("The animal didn't cross the street because it was too tired.")
-    worst = 0.0
-    for mask in head_masks(smollm2.n_layers, smollm2.n_heads):
+    worst = {}
+    masks = [(m, TOL) for m in head_masks(smollm2.n_layers, smollm2.n_heads, INDUCTION_HEADS)]
+    masks.append((whole_layer_off(smollm2.n_layers, smollm2.n_heads), WHOLE_LAYER_TOL))
+    for mask, tol in masks:
         hooks = zero_heads_hooks(projs, mask, smollm2.d_k)
         try:
             with torch.no_grad():
@@ -151,10 +161,12 @@ def test_head_mask_matches_transformers_with_heads_zeroed(smollm2, smollm2_refer
                 hk.remove()
         ours = smollm2.logits(ids, head_mask=mask)
         err = float(np.abs(ours - ref).max())
-        assert err < TOL, f"logits off by {err:.2e} with {int((~mask).sum())} heads off"
+        off = int((~mask).sum())
+        assert err < tol, f"logits off by {err:.2e} with {off} heads off"
         assert np.abs(ours - smollm2.logits(ids)).max() > 10 * TOL  # the mask really changed the logits
-        worst = max(worst, err)
-    print(f"\nSmolLM2 head_mask vs transformers (o_proj pre-hook), max abs logit diff: {worst:.2e}")
+        worst[off] = err
+    print("\nSmolLM2 head_mask vs transformers (o_proj pre-hook), max abs logit diff by heads off: "
+          + ", ".join(f"{k}: {v:.2e}" for k, v in worst.items()))
 
 
 @pytest.mark.slow
