@@ -110,7 +110,8 @@ def test_rope_keeps_lengths_and_scores_depend_on_the_offset(block):
     for pos in (0, 1, 5):
         assert f"position {pos}: pair lengths [{original}]" in block
     assert "position 1: pair lengths" in block and "pair 0 turned by  57.3 degrees" in block
-    angles = _row("(radians):", block)  # "the later pairs turn ever more slowly"
+    line = re.search(r"\(radians\): \[([^\]]+)\]", block).group(1)
+    angles = [float(v) for v in line.split()]  # "the later pairs turn ever more slowly"
     assert angles[0] == 1.0 and all(b < a for a, b in zip(angles, angles[1:], strict=False))
     scores: dict[int, set[str]] = {}
     for _m, _n, off, s in re.findall(r"^\s*(\d+)\s+(\d+)\s+([-+]\d+)\s+([-+][\d.]+)$", block, re.M):
@@ -202,7 +203,7 @@ def test_looking_and_copying_sit_in_different_heads(heads):
     assert len(table) == 8
     assert all(looks > 50 for *_, looks, _r, _t, _l in [(r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in table])
     best_look = table[0]
-    assert 1_000 <= best_look[4] < 10_000
+    assert 2_500 <= best_look[4] <= 3_500  # "around rank 3,000 of 49,152 (its median rank)"
     copier = min(table, key=lambda r: r[4])
     assert copier[4] < 49_152 / 100 and copier[5] > 50 and copier[0] > best_look[0]
     assert f"best direct copier L{copier[0]}H{copier[1]}" in heads
@@ -251,8 +252,10 @@ def test_what_was_measured_with_it(heads):
     assert change > 0.1
     toward, away = _floats(r"\(animal with 'tired', street with 'wide'\): (\d+); that flip the other way: (\d+), of 72", heads)
     assert abs(toward - away) <= 2
-    for n, total in re.findall(r"(\d+) of (\d+) heads weight the first token most from 'it'", heads):
-        assert int(n) > int(total) / 2
+    totals = [int(t) for t in re.findall(r"(\d+) heads, query 'it'", heads)]
+    firsts = [(tok, int(n)) for tok, n in re.findall(r"counted over heads: '([^']+)' x(\d+)", heads)]
+    assert [tok for tok, _ in firsts] == ["[CLS]", "The"]  # the first token of each sentence
+    assert all(n > total / 2 for (_, n), total in zip(firsts, totals, strict=True))
     for a, s in re.findall(r"mean weight on 'animal' ([.\d]+), on 'street' ([.\d]+)", heads):
         assert max(float(a), float(s)) < 0.1
 
