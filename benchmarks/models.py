@@ -36,6 +36,7 @@ PASSAGE = ("The animal didn't cross the street because it was too tired, so the 
            "slowly along the river while the children in the village watched from the old stone "
            "bridge and the sun went down behind the hills")
 KERNELS = 20
+PROMPT_TOKENS, NEW_TOKENS = 64, 32  # cached generation: the issue's prompt and output lengths
 MB = 2**20
 
 # What one child runs: import what a dashboard kernel imports (the panels: matplotlib,
@@ -210,6 +211,37 @@ def memory(quick: bool, log=print) -> dict:
     return out
 
 
+def generation(quick: bool, log=print) -> dict:
+    """SmolLM2 writing ``NEW_TOKENS`` greedy tokens after a ``PROMPT_TOKENS``-token prompt, with
+    the KV cache (``write(use_cache=True)``: prefill, then one decode_step per layer per token)
+    and without (``use_cache=False``: the whole sequence again per token), interleaved in the
+    same run; the same tokens are checked first. Also the cache's bytes against
+    ``kv_cache_bytes`` (notebook 06's formula)."""
+    from mha_core import MHAConfig, kv_cache_bytes
+    from mha_core.models import load
+
+    m = load("smollm2")
+    words = (PASSAGE + " ") * 4
+    prompt = m.encode(words)[:PROMPT_TOKENS]  # (64,)
+    runs = {"with cache": lambda: list(m.write(prompt, NEW_TOKENS, use_cache=True)),
+            "without cache": lambda: list(m.write(prompt, NEW_TOKENS, use_cache=False))}
+    cached, full = runs["with cache"](), runs["without cache"]()
+    same = [s.id for s in cached] == [s.id for s in full]
+    n_new = len(cached)
+    t = interleaved(runs, budget_s=20.0 if quick else 60.0, min_reps=1 if quick else 3, max_reps=3 if quick else 7)
+    rate = {k: n_new / v["median"] for k, v in t.items()}
+    stored = prompt.size + n_new - 1  # tokens in the cache when the last token was chosen
+    cfg = MHAConfig(m.d_model, m.n_heads, n_kv_heads=m.n_kv_heads)
+    formula = kv_cache_bytes(cfg, stored, n_layers=m.n_layers, dtype=np.float32)
+    row = {"prompt_tokens": int(prompt.size), "new_tokens": n_new, "same_tokens": same, "time": t,
+           "tokens_per_s": rate, "speedup": rate["with cache"] / rate["without cache"],
+           "cache_bytes": cached[-1].cache_bytes, "formula_bytes": formula}
+    log(f"  smollm2 writing {n_new} tokens after {prompt.size}: with the KV cache {rate['with cache']:.1f} tokens/s, "
+        f"without {rate['without cache']:.1f} tokens/s ({row['speedup']:.1f}x); same tokens: {same}; "
+        f"cache {row['cache_bytes']:,} bytes, 06's formula {formula:,}")
+    return row
+
+
 def run(quick: bool = False, log=print) -> dict:
     from mha_core.models import ModelCacheError
 
@@ -218,4 +250,4 @@ def run(quick: bool = False, log=print) -> dict:
     except ModelCacheError as err:
         log(f"  not measured: {err}")
         return {"status": "not measured", "reason": str(err)}
-    return {"status": "measured", "speed": rows, "memory": memory(quick, log)}
+    return {"status": "measured", "speed": rows, "generation": generation(quick, log), "memory": memory(quick, log)}

@@ -84,6 +84,11 @@ def summary(results: dict) -> str:
         vs = f", {r['speedup_vs_transformers']:.2f}x transformers' speed" if "speedup_vs_transformers" in r else ""
         lines.append(f"  [{'met' if r['met_target'] else 'NOT met'}] {r['model']}: sentence (N={r['N']}) to all "
                      f"attention maps in {t['ours']['median']:.3f} s at one thread (target {r['target_s']} s){vs}")
+    if "generation" in mo:
+        g = mo["generation"]
+        lines.append(f"  smollm2 writing {g['new_tokens']} tokens after {g['prompt_tokens']}: "
+                     f"{g['tokens_per_s']['with cache']:.1f} tokens/s with the KV cache, "
+                     f"{g['tokens_per_s']['without cache']:.1f} without ({g['speedup']:.1f}x)")
     if mo.get("status") == "measured":
         many = mo["memory"]["many"]
         lines.append(f"  {many['processes']} kernels with both models: USS {many['uss_mb']['median']:.0f} MB each, "
@@ -244,6 +249,15 @@ def _models(results: dict) -> list[str]:
             diff = f"{r['max_abs_diff']:.1e}" if "max_abs_diff" in r else ""
             lines.append(f"| {r['label']} | {r['N']} | {label} | {_ms(t['ours'])} | {ref} | {ratio} "
                          f"| <= {r['target_s']} s | {met} | {diff} |")
+    if "generation" in mo:
+        g = mo["generation"]
+        lines += ["", f"SmolLM2 writing {g['new_tokens']} greedy tokens after a {g['prompt_tokens']}-token prompt "
+                  f"(same tokens both ways: {g['same_tokens']}):", "",
+                  "| | median time | tokens/s |", "|---|---|---|"]
+        for k, v in g["time"].items():
+            lines.append(f"| {k} | {_ms(v)} | {g['tokens_per_s'][k]:.1f} |")
+        lines += ["", f"The cache is {g['speedup']:.1f}x faster; it holds {g['cache_bytes']:,} bytes, "
+                  f"and notebook 06's formula gives {g['formula_bytes']:,}."]
     m = mo["memory"]
     many = m["many"]
     lines += ["", "| processes | models loaded | USS per process (median) | anonymous per process | "

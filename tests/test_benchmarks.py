@@ -152,3 +152,26 @@ def test_markdown_renders_the_real_models_and_their_verdicts():
     assert "20 private copies would hold 1,720 MB" in md
     assert "[met] minilm" in report.summary(results)
     assert "Not measured: not run." in report.markdown({**results, "models": {}})
+
+
+def test_markdown_renders_cached_generation():
+    from benchmarks import models
+
+    assert (models.PROMPT_TOKENS, models.NEW_TOKENS) == (64, 32)
+    gen = {"prompt_tokens": 64, "new_tokens": 32, "same_tokens": True,
+           "time": {"with cache": {"median": 4.0, "iqr": 0.2}, "without cache": {"median": 16.0, "iqr": 1.0}},
+           "tokens_per_s": {"with cache": 8.0, "without cache": 2.0}, "speedup": 4.0,
+           "cache_bytes": 2_918_400, "formula_bytes": 2_918_400}
+    mo = {"status": "measured", "speed": [], "generation": gen,
+          "memory": {"weights_mb": {}, "many": {"processes": 1, "models": [], "uss_mb": {"median": 1.0},
+                                                "anon_mb": {"median": 1.0}, "total_uss_mb": 1.0, "total_pss_mb": 1.0},
+                     **{k: {"models": [], "uss_mb": {"median": 1.0}, "anon_mb": {"median": 1.0},
+                            "total_uss_mb": 1.0, "total_pss_mb": 1.0} for k in ("baseline", "minilm", "smollm2")},
+                     "private_copies_mb": 0.0}}
+    lines = "\n".join(report._models({"models": mo}))
+    assert "| with cache | 4,000.00 ms ±100.00 | 8.0 |" in lines
+    assert "| without cache | 16,000.00 ms ±500.00 | 2.0 |" in lines
+    assert "The cache is 4.0x faster; it holds 2,918,400 bytes, and notebook 06's formula gives 2,918,400." in lines
+    machine = {"machine": {"cpu": "x", "logical_cpus": 2, "cpus_available": 2, "python": "3", "numpy": "2",
+                           "numpy_blas": "b", "numpy_blas_threads": 2}}
+    assert "8.0 tokens/s with the KV cache, 2.0 without (4.0x)" in report.summary({**machine, "models": mo})

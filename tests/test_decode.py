@@ -103,3 +103,23 @@ def _cache_holding(p, n_tokens):
     cache = init_kv_cache(p, H, 4, n_kv_heads=2)
     prefill(np.zeros((n_tokens, D_MODEL)), p, H, cache, n_kv_heads=2)
     return cache
+
+
+@pytest.mark.parametrize("n_kv", [6, 2])
+def test_decode_with_rope_equals_the_causal_forward_with_rope(n_kv):
+    """RoPE at each token's absolute position: the cached loop equals the full causal forward."""
+    p = _params(n_kv)
+    x = np.random.default_rng(3).standard_normal((N, D_MODEL))
+    full, w_full = multi_head_attention(x, p, H, n_kv_heads=n_kv, causal=True, rope_base=1e4, return_weights=True)
+    np.testing.assert_allclose(decode(x, p, H, n_kv_heads=n_kv, rope_base=1e4), full, atol=1e-10)
+    # a prompt of 5 tokens prefilled, then the rest one by one, with the new token's weights
+    cache = init_kv_cache(p, H, N, n_kv_heads=n_kv)
+    prefill(x[:5], p, H, cache, n_kv_heads=n_kv, rope_base=1e4)
+    for t in range(5, N):
+        out, w = decode_step(x[t], p, H, cache, n_kv_heads=n_kv, rope_base=1e4, return_weights=True)
+        np.testing.assert_allclose(out, full[t], atol=1e-10)
+        np.testing.assert_allclose(w, w_full[:, t, : t + 1], atol=1e-12)
+    # without RoPE in the loop the answer differs: the rotation is really applied
+    assert not np.allclose(decode(x, p, H, n_kv_heads=n_kv), full)
+    with pytest.raises(ValueError, match="RoPE base"):
+        decode(x, p, H, n_kv_heads=n_kv, rope_base=0.5)

@@ -80,3 +80,43 @@ def test_bad_ids_and_types(model):
         model.attention(np.array([[1, 2]]))
     with pytest.raises(ValueError, match="1-D array of ints"):
         model.attention(np.array([1.5, 2.0]))
+
+
+def test_head_mask_switches_heads_off(model):
+    """head_mask=(layers, h) bool: all True changes nothing; False zeroes a head before W_O,
+    which changes the layers after it and leaves the ones before it alone."""
+    ids = model.encode("Heads can be switched off one by one.")
+    base = model.forward(ids)
+    keep = np.ones((model.n_layers, model.n_heads), dtype=bool)
+    np.testing.assert_array_equal(model.forward(ids, head_mask=keep).hidden, base.hidden)
+    keep[1, 0] = False
+    off = model.forward(ids, head_mask=keep)
+    np.testing.assert_array_equal(off.hidden[:2], base.hidden[:2])  # embeddings and layer 0 untouched
+    np.testing.assert_array_equal(off.attention[:2], base.attention[:2])
+    assert np.abs(off.hidden[2] - base.hidden[2]).max() > 1e-3  # layer 1's output moved
+
+
+def test_head_mask_equals_the_cores_head_mask_on_one_layer(model):
+    """Switching off every head of layer 0 makes layer 0's attention add nothing (plus b_O)."""
+    ids = model.encode("Nothing from layer zero.")
+    keep = np.ones((model.n_layers, model.n_heads), dtype=bool)
+    keep[0] = False
+    x0 = model.forward(ids, head_mask=keep).hidden  # (layers + 1, N, d_model)
+    p = model.layers[0]
+    if model.name == "smollm2":  # pre-norm: x + 0, then the feed-forward
+        emb = x0[0]
+        np.testing.assert_allclose(x0[1], emb + model._ffn(emb, p), atol=1e-5)
+    else:  # post-norm: LayerNorm(x + b_O), then the feed-forward
+        from mha_core.models.blocks import gelu_mlp, layer_norm
+
+        y = layer_norm(x0[0] + p["b_O"], p["ln1_w"], p["ln1_b"], model.eps)
+        y = layer_norm(y + gelu_mlp(y, p["W_in"], p["b_in"], p["W_out"], p["b_out"]), p["ln2_w"], p["ln2_b"], model.eps)
+        np.testing.assert_allclose(x0[1], y, atol=1e-5)
+
+
+def test_bad_head_mask_is_refused(model):
+    ids = model.encode("a few words")
+    with pytest.raises(ValueError, match=r"head_mask must have shape \(layers, h\)"):
+        model.forward(ids, head_mask=np.ones((model.n_layers, model.n_heads + 1), dtype=bool))
+    with pytest.raises(TypeError, match="head_mask must be a bool array"):
+        model.forward(ids, head_mask=np.ones((model.n_layers, model.n_heads)))

@@ -24,6 +24,7 @@ from .checks import check_float_array, check_memory, check_positive_int
 from .heads import split_heads
 from .layer_args import check_layer_args
 from .mha import _project as _project_traced
+from .rope import apply_rope
 from .trace import NO_TRACER
 
 
@@ -112,7 +113,7 @@ def _project(x: np.ndarray, params: dict, w: str, b: str) -> np.ndarray:
 
 
 def prefill(x: np.ndarray, params: dict, n_heads: int, cache: KVCache, *,
-            n_kv_heads: int | None = None) -> KVCache:
+            n_kv_heads: int | None = None, rope_base: float | None = None) -> KVCache:
     """Store the keys and values of a prompt ``x`` in an empty ``cache`` (one matmul each).
 
     The prompt's own outputs are those of ``multi_head_attention(x, ..., causal=True)``; this
@@ -121,7 +122,7 @@ def prefill(x: np.ndarray, params: dict, n_heads: int, cache: KVCache, *,
     Parameters
     ----------
     x : ndarray of shape (N, d_model) or (B, N, d_model)
-    params, n_heads, n_kv_heads : as for ``multi_head_attention``
+    params, n_heads, n_kv_heads, rope_base : as for ``multi_head_attention``
     cache : KVCache
         Empty (``length == 0``), from ``init_kv_cache``.
 
@@ -130,19 +131,24 @@ def prefill(x: np.ndarray, params: dict, n_heads: int, cache: KVCache, *,
     the same ``cache``, now with ``length == N``.
     """
     x = check_float_array(x, "x", ndims=(2, 3))
-    c = check_layer_args(x=x, params=params, n_heads=n_heads, n_kv_heads=n_kv_heads, scores=False)
+    c = check_layer_args(x=x, params=params, n_heads=n_heads, n_kv_heads=n_kv_heads, rope_base=rope_base,
+                         scores=False)
     n = x.shape[-2]
     cache = _check_kv_cache(cache, c, x.shape[:-2], n)
     if cache.length:
         raise ValueError(f"prefill needs an empty cache, got one holding {cache.length} tokens")
-    cache.K[..., :n, :] = split_heads(_project(x, params, "W_K", "b_K"), c.n_kv)  # (..., n_kv, N, d_k)
+    K = split_heads(_project(x, params, "W_K", "b_K"), c.n_kv)  # (..., n_kv, N, d_k)
+    if c.rope_base is not None:  # cached keys are stored rotated, each by its own position
+        K = apply_rope(K, base=c.rope_base)  # (..., n_kv, N, d_k)
+    cache.K[..., :n, :] = K
     cache.V[..., :n, :] = split_heads(_project(x, params, "W_V", "b_V"), c.n_kv)  # (..., n_kv, N, d_v)
     cache.length = n
     return cache
 
 
 def decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCache, *,
-                n_kv_heads: int | None = None) -> np.ndarray:
+                n_kv_heads: int | None = None, rope_base: float | None = None,
+                return_weights: bool = False):
     """One new token: append its key and value to ``cache`` and attend over every cached token.
 
     Parameters
@@ -152,35 +158,48 @@ def decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCache, *,
     params, n_heads, n_kv_heads : as for ``multi_head_attention``
     cache : KVCache
         Updated in place (``length`` grows by 1).
+    rope_base : float, optional
+        As for ``multi_head_attention``: the new query and key are rotated by the token's
+        absolute position ``cache.length`` (the cached keys were rotated when stored).
+    return_weights : bool, default False
+        Also return the new token's attention over the ``t + 1`` cached tokens.
 
     Returns
     -------
-    ndarray of the shape of ``x_t``: the layer's output for the new token.
+    out : ndarray of the shape of ``x_t``: the layer's output for the new token.
+    weights : ndarray of shape (..., h, t + 1), only when ``return_weights``
     """
     x_t = check_float_array(x_t, "x_t", ndims=(1, 2))
-    c = check_layer_args(x=x_t[..., None, :], params=params, n_heads=n_heads, n_kv_heads=n_kv_heads, scores=False)
+    c = check_layer_args(x=x_t[..., None, :], params=params, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                         rope_base=rope_base, scores=False)
     lead = x_t.shape[:-1]
     cache = _check_kv_cache(cache, c, lead, 1)
     t = cache.length
     q = _project(x_t, params, "W_Q", "b_Q").reshape(*lead, c.n_kv, c.group_size, c.d_k)  # (..., n_kv, h/n_kv, d_k)
-    cache.K[..., t, :] = _project(x_t, params, "W_K", "b_K").reshape(*lead, c.n_kv, c.d_k)  # (..., n_kv, d_k)
+    k = _project(x_t, params, "W_K", "b_K").reshape(*lead, c.n_kv, 1, c.d_k)  # (..., n_kv, 1, d_k)
+    if c.rope_base is not None:  # RoPE at the token's absolute position t, for its query and key
+        q = apply_rope(q.reshape(*lead, c.h, 1, c.d_k), [t], c.rope_base).reshape(q.shape)  # (..., n_kv, h/n_kv, d_k)
+        k = apply_rope(k, [t], c.rope_base)  # (..., n_kv, 1, d_k)
+    cache.K[..., t, :] = k[..., 0, :]  # (..., n_kv, d_k)
     cache.V[..., t, :] = _project(x_t, params, "W_V", "b_V").reshape(*lead, c.n_kv, c.d_v)  # (..., n_kv, d_v)
     cache.length = t + 1
     K, V = cache.K[..., : t + 1, :], cache.V[..., : t + 1, :]  # (..., n_kv, t+1, d_k), (..., n_kv, t+1, d_v)
     # the core's attention, with the h/n_kv query heads of a group as its query rows; no mask: the
     # future is not in the cache
-    heads, _ = _attend(q, K, V, None, 1.0 / np.sqrt(c.d_k))  # (..., n_kv, h/n_kv, d_v)
+    heads, w = _attend(q, K, V, None, 1.0 / np.sqrt(c.d_k))  # (..., n_kv, h/n_kv, d_v), (..., n_kv, h/n_kv, t+1)
     concat = heads.reshape(*lead, c.h * c.d_v)  # (..., h*d_v), query heads in order
-    return _project(concat, params, "W_O", "b_O")  # (..., d_model)
+    out = _project(concat, params, "W_O", "b_O")  # (..., d_model)
+    return (out, w.reshape(*lead, c.h, t + 1)) if return_weights else out  # weights (..., h, t+1)
 
 
-def decode(x: np.ndarray, params: dict, n_heads: int, *, n_kv_heads: int | None = None) -> np.ndarray:
+def decode(x: np.ndarray, params: dict, n_heads: int, *, n_kv_heads: int | None = None,
+           rope_base: float | None = None) -> np.ndarray:
     """Run ``x`` through the layer one token at a time with a KV cache.
 
     Parameters
     ----------
     x : ndarray of shape (N, d_model) or (B, N, d_model)
-    params, n_heads, n_kv_heads : as for ``multi_head_attention``
+    params, n_heads, n_kv_heads, rope_base : as for ``multi_head_attention``
 
     Returns
     -------
@@ -188,8 +207,10 @@ def decode(x: np.ndarray, params: dict, n_heads: int, *, n_kv_heads: int | None 
     float rounding.
     """
     x = check_float_array(x, "x", ndims=(2, 3))
-    c = check_layer_args(x=x, params=params, n_heads=n_heads, n_kv_heads=n_kv_heads, scores=False)  # no (N, N) scores
+    c = check_layer_args(x=x, params=params, n_heads=n_heads, n_kv_heads=n_kv_heads, rope_base=rope_base,
+                         scores=False)  # no (N, N) scores
     n = x.shape[-2]
     cache = init_kv_cache(params, c.h, n, n_kv_heads=c.n_kv, batch=x.shape[0] if x.ndim == 3 else None)
-    steps = [decode_step(x[..., t, :], params, c.h, cache, n_kv_heads=c.n_kv) for t in range(n)]  # N x (..., d_model)
+    steps = [decode_step(x[..., t, :], params, c.h, cache, n_kv_heads=c.n_kv, rope_base=c.rope_base)
+             for t in range(n)]  # N x (..., d_model)
     return np.stack(steps, axis=-2)  # (..., N, d_model)

@@ -100,18 +100,21 @@ class MiniLM(Model):
                    "n_kv_heads": "num_attention_heads", "d_model": "hidden_size",
                    "vocab_size": "vocab_size", "eps": "layer_norm_eps"}
 
-    def forward(self, ids, logits: bool = False) -> Forward:
-        """Hidden states (layers + 1, N, d_model) and attention (layers, h, N, N) of one sentence."""
+    def forward(self, ids, logits: bool = False, head_mask=None) -> Forward:
+        """Hidden states (layers + 1, N, d_model) and attention (layers, h, N, N) of one sentence.
+
+        ``head_mask``: bool (layers, h); False zeroes that head's output before ``W_O``."""
         ids = self.check_ids(ids)
+        head_mask = self.check_head_mask(head_mask)
         a = self.arrays
         n = ids.size
         x = embed(a["tok_embed"], ids) + a["pos_embed"][:n] + a["type_embed"][0]  # (N, d_model)
         x = layer_norm(x, a["ln0_w"], a["ln0_b"], self.eps)  # (N, d_model)
         hidden = [x]
         maps = []
-        for p in self.layers:
-            attn, w = multi_head_attention(x, {k: p[k] for k in ATTENTION_PARAMS}, self.n_heads,
-                                           return_weights=True)  # (N, d_model), (h, N, N)
+        for i, p in enumerate(self.layers):
+            attn, w = multi_head_attention(x, {k: p[k] for k in ATTENTION_PARAMS}, self.n_heads, return_weights=True,
+                                           head_mask=None if head_mask is None else head_mask[i])  # (N, d_model), (h, N, N)
             x = layer_norm(x + attn, p["ln1_w"], p["ln1_b"], self.eps)  # (N, d_model)
             x = layer_norm(x + gelu_mlp(x, p["W_in"], p["b_in"], p["W_out"], p["b_out"]),
                            p["ln2_w"], p["ln2_b"], self.eps)  # (N, d_model)

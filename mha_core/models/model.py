@@ -147,7 +147,24 @@ class Model:
 
     # ------------------------------------------------------------------ the forward pass
 
-    def forward(self, ids, logits: bool = True) -> Forward:  # pragma: no cover - abstract
+    def check_head_mask(self, head_mask) -> np.ndarray | None:
+        """``head_mask`` as a bool array of shape (layers, h), or None.
+
+        False switches a head off: its output is zeroed before ``W_O``, so it adds nothing to
+        the residual stream (the core's ``multi_head_attention(..., head_mask=)``, layer by layer).
+        """
+        if head_mask is None:
+            return None
+        arr = np.asarray(head_mask)
+        want = (self.n_layers, self.n_heads)
+        if arr.dtype != bool:
+            raise TypeError(f"head_mask must be a bool array of shape (layers, h) = {want} "
+                            f"(False switches a head off), got dtype {arr.dtype}")
+        if arr.shape != want:
+            raise ValueError(f"head_mask must have shape (layers, h) = {want}, got {arr.shape}")
+        return arr
+
+    def forward(self, ids, logits: bool = True, head_mask=None) -> Forward:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def attention(self, ids) -> np.ndarray:
@@ -158,20 +175,22 @@ class Model:
         """The residual stream after the embeddings and after each layer: (layers + 1, N, d_model)."""
         return self.forward(ids, logits=False).hidden
 
-    def next_token_losses(self, ids) -> np.ndarray:
+    def next_token_losses(self, ids, head_mask=None) -> np.ndarray:
         """The model's surprise at each next token: ``-log p(ids[t+1] | ids[:t+1])``, in nats,
-        shape (N - 1,). Low where the model could predict the token (e.g. a repeated passage)."""
+        shape (N - 1,). Low where the model could predict the token (e.g. a repeated passage).
+        ``head_mask``: bool (layers, h), False switches a head off (see ``check_head_mask``)."""
         ids = self.check_ids(ids)
         if ids.size < 2:
             raise ValueError("next_token_losses needs at least 2 tokens")
-        logits = self.logits(ids)[:-1].astype(np.float64)  # (N-1, vocab): position t predicts t+1
+        logits = self.logits(ids, head_mask=head_mask)[:-1].astype(np.float64)  # (N-1, vocab): position t predicts t+1
         top = logits.max(axis=-1)  # (N-1,)
         log_z = top + np.log(np.exp(logits - top[:, None]).sum(axis=-1))  # (N-1,), log-sum-exp
         return log_z - logits[np.arange(ids.size - 1), ids[1:]]  # (N-1,)
 
-    def logits(self, ids) -> np.ndarray:
-        """The next-token logits at every position, shape (N, vocab)."""
-        out = self.forward(ids, logits=True).logits
+    def logits(self, ids, head_mask=None) -> np.ndarray:
+        """The next-token logits at every position, shape (N, vocab); ``head_mask`` as in
+        ``check_head_mask``."""
+        out = self.forward(ids, logits=True, head_mask=head_mask).logits
         if out is None:
             raise ValueError(f"{self.label} is an encoder without a language-model head: it has no "
                              f"logits; use load('smollm2') for a model that predicts tokens")

@@ -51,6 +51,7 @@ from .head_grid import HeadGrid
 from .heatmap_widget import HeatmapGrid
 from .score_grid import ScoreGrid
 from .shared_cache import shared
+from .write_panel import WritePanel
 
 EXAMPLE = "The animal didn't cross the street because it was too tired."
 # Longer sentences make maps too dense to read and a SmolLM2 forward pass slow (~N^2 memory
@@ -231,6 +232,8 @@ class RealHeadsPanel(Panel):
                          layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
             self.thumbs_html,
         ])
+        self.writer = WritePanel(load=self._load)  # the "write" mode: SmolLM2 adds tokens one at a time
+        self.widget.children += (self.writer.widget,)
         self._finish(self.widget)  # mha-real-panel, mha-panel: the page's small-screen layout
         self._pictures: OrderedDict[tuple, str] = OrderedDict()  # drawn images, as <img> tags
         self._todo: list[tuple[tuple, Callable[[], str]]] = []  # pictures to draw while idle
