@@ -1,7 +1,8 @@
 """mha_core: multi-head attention in plain NumPy, written to be read.
 
 The folder tree is the architecture. ``core`` imports none of the other subpackages;
-``teaching``, ``training`` and ``models`` import ``core`` and nothing else of the package; ``ui``,
+``training`` and ``models`` import ``core`` and nothing else of the package; ``teaching`` imports
+``core`` and ``models`` (an exercise rebuilds one real model layer from its blocks); ``ui``,
 the dashboard, draws all of them, so it alone may import every other subpackage. No module
 imports itself back through others. ``tests/test_architecture.py`` checks all of this.
 
