@@ -95,7 +95,7 @@ def run_claims(name: str, claims: list[Claim], timeout: int = 900) -> dict[Claim
             for claim in (c for c in claims if c.after in cell.source):
                 probe = nbformat.v4.new_code_cell(f"print(repr(bool({claim.check})))")
                 try:
-                    client.execute_cell(probe, len(nb.cells))
+                    client.execute_cell(probe, index)  # (nbclient stores it at that index; nb is not saved)
                     text = "".join(o.get("text", "") for o in probe.outputs).strip()
                 except Exception as err:  # the expression raised: report it, keep checking
                     text = f"{type(err).__name__}: {str(err)[-300:]}"
