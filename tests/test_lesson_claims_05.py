@@ -1,13 +1,15 @@
 """Notebook 05 (cost): each claim of its prose, checked next to the sentence it defends.
 
-The timing cells are noisy (their outputs are not compared by nbval), so the claims about the
-clock are only those that hold with a wide margin in the same run: work that grows 128-fold
-takes longer, and the softmax costs far more than its share of the operations.
+The timing cells' outputs differ from run to run (nbval does not compare them), and a unit test
+takes no timing thresholds: the prose says what to look for, and its one sentence about the
+clock is about "the stored run", checked here against the stored output it describes.
 """
 
 from __future__ import annotations
 
-from lesson_claims import Claim, claim_tests
+import re
+
+from lesson_claims import Claim, claim_tests, markdown_text, outputs
 
 NB = "05_cost.ipynb"
 CLAIMS = [
@@ -35,14 +37,6 @@ CLAIMS = [
           'share = m["softmax_exps"] / m["total"]',
           "all(count_macs(MHAConfig(D_MODEL, h), N)['scores'] "
           "== count_macs(MHAConfig(D_MODEL, h), N)['softmax_exps'] * (D_MODEL // h) for h in (1, 8, 64))"),
-    # the clock, same run, wide margins only
-    Claim(r"The softmax, $h N^2$ exponentials with no $d_k$ factor, grows in step with $h$.",
-          "N_TIME, ROUNDS = 128, 15", "timing[HEADS[-1]]['softmax'] > 10 * timing[1]['softmax']"),
-    Claim(r"at $d_k = 4$ the matmuls move almost as many bytes as they do arithmetic, and their GFLOP/s "
-          r"tends to fall.",
-          "N_TIME, ROUNDS = 128, 15", "timing[HEADS[-1]]['matmuls'] > timing[1]['matmuls']"),
-    Claim(r"The clock says otherwise: the softmax takes far more than its $1/128$ share of the time",
-          "ops_ratio = m8", "ops_ratio == 128 and clock_ratio * ops_ratio > 10"),
     Claim(r"They compute the same thing (the first cell prints how far apart their outputs are)",
           "looped = multi_head_attention_per_head(x, p, h)", "np.allclose(fused, looped, atol=1e-5)"),
     Claim(r"That is $8\,d_{model}^2$ weights, twice the attention sublayer's $4\,d_{model}^2$.",
@@ -59,3 +53,12 @@ CLAIMS = [
 ]
 
 test_quotes, test_claim = claim_tests(NB, CLAIMS)
+
+
+def test_the_stored_run_is_what_the_prose_says():
+    """"in the stored run the softmax takes far more than its $1/128$ share of the time" (section 4)."""
+    assert "in the stored run the softmax takes far more than its $1/128$ share of the time" in markdown_text(NB)
+    text = outputs(NB, "ops_ratio = m8")
+    ops = int(re.search(r"\((\d+)x fewer operations\)", text).group(1))
+    clock = float(re.search(r"softmax / matmuls = ([\d.]+)\)", text).group(1))
+    assert ops == 128 and clock * ops > 10  # "far more": at least ten times its share
