@@ -54,6 +54,18 @@ CLAIMS = [
           " and np.allclose(a_2, word['dog'], atol=1e-3) and np.allclose(b_2, word['cat'], atol=1e-3)"),
     Claim("while each of the two heads still knows which word it found",
           "one_head_w = softmax", "np.abs(a_1 - a_2).max() > 0.5 and np.abs(b_1 - b_2).max() > 0.5"),
+    # facts the prose states about floats and about other notebooks' files
+    Claim(r"(the largest is about $1.8 \times 10^{308}$, so $e^x$ overflows above $x \approx 709$)",
+          "large = np.array([1000.0, 1001.0])",
+          "round(np.finfo(np.float64).max / 1e308, 1) == 1.8 and int(np.log(np.finfo(np.float64).max)) == 709"),
+    Claim(r"| fp16 | 16-bit floats, 2 bytes a number |", "d_model = 8", "np.dtype(np.float16).itemsize == 2"),
+    Claim(r"(notebook 08 takes the first step at which the training loss, averaged over 20 steps, is below 0.01)",
+          "d_model = 8",
+          "[__import__('inspect').signature(__import__('mha_core.training.trainer', fromlist=['t']).converged_step)"
+          ".parameters[k].default for k in ('threshold', 'window')] == [0.01, 20]"),
+    Claim(r"Q4_1 keeps 4 bits per weight plus one scale and one offset per block of 32 weights",
+          "d_model = 8",  # a block: 32 weights in 20 bytes = 32 x 4 bits + a 2-byte scale + a 2-byte offset
+          "__import__('gguf').GGML_QUANT_SIZES[__import__('gguf').GGMLQuantizationType.Q4_1] == (32, 32 * 4 // 8 + 2 + 2)"),
 ]
 
 test_quotes, test_claim = claim_tests(NB, CLAIMS)

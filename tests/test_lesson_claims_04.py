@@ -26,6 +26,10 @@ CLAIMS = [
           "and np.allclose(w_causal.sum(axis=-1), 1.0, atol=1e-5)"),
     Claim(r"the first token attends only to itself.",
           "from mha_core.teaching.demo import PASSAGE", "np.all(w_causal[..., 0, 0] == 1.0)"),
+    Claim(r"on the same random layer as the figures above ($d_{model} = 128$, seed 0): at $h = 8$ and $N = 20$ "
+          r"it shows the first figure again.",
+          "_, weights = multi_head_attention(X, params, h, return_weights=True)",
+          "h == 8 and N == 20 and cfg.d_model == 128"),
 ]
 
 test_quotes, test_claim = claim_tests(NB, CLAIMS)

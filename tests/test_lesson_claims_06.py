@@ -43,6 +43,11 @@ CLAIMS = [
           "all(np.abs(decode(x_seq, init_params(MHAConfig(64, 8, n_kv_heads=n), rng=n, dtype=np.float64), 8, "
           "n_kv_heads=n) - multi_head_attention(x_seq, init_params(MHAConfig(64, 8, n_kv_heads=n), rng=n, "
           "dtype=np.float64), 8, n_kv_heads=n, causal=True)).max() < 1e-12 for n in (8, 2, 1))"),
+    Claim(r"A realistic model this time: 32 layers, $d_{model}=4096$, $h=32$ ($d_k=128$), fp16, batch 1.",
+          "BIG = dict(d_model=4096, n_heads=32, layers=32)",
+          "BIG['layers'] == 32 and BIG['d_model'] // BIG['n_heads'] == 128"),
+    Claim(r"Same model, 32k context ($N = 32{,}768$), fp16, batch 1.",
+          'rows = [("MHA", 32), ("GQA", 8), ("MQA", 1)]', "N_CTX == 32_768 == 32 * 1024"),
 ]
 
 test_quotes, test_claim = claim_tests(NB, CLAIMS)

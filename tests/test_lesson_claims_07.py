@@ -46,6 +46,8 @@ CLAIMS = [
     Claim(r"that is 16 MiB per layer and 512 MiB per forward pass",
           "LAYERS, D_BIG, N_PROMPT = 32, 4096, 2048",
           "per_layer == 16 * 2**20 and LAYERS * per_layer == 512 * 2**20"),
+    Claim(r"Measured on notebook 03's worked example ($d_{model}=512$, $h=8$, $d_k=64$)",
+          "cfg = MHAConfig(512, 8)", "cfg.d_k == 64"),
 ]
 
 test_quotes, test_claim = claim_tests(NB, CLAIMS)

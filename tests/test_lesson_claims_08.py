@@ -50,6 +50,9 @@ CLAIMS = [
           "control['accuracy'][0] < 0.5 and control['accuracy'][-1] > 0.99"),
     Claim(r"many times more steps than any multi-head model needed on the harder, 16-token task.",
           'control = record["control"]', "late > 5 * slowest_multi"),
+    Claim(r"What limits it is room: 256 ordered pairs to keep apart in a 16-wide blend.",
+          'control = record["control"]', "task.vocab**2 == 256 and d_model == 16"),
+    Claim(r"$n_{vocab} = 8$ (64 pairs)", 'control = record["control"]', "control['task']['vocab']**2 == 64"),
 ]
 
 test_quotes, test_claim = claim_tests(NB, CLAIMS)
