@@ -22,7 +22,7 @@ CLAIMS = [
           "concat = pf.multi_head_attention_without_w_o(Xs, p, small.h)",
           "np.allclose(concat[:, 3 * d_v:4 * d_v], base[3]) and (blocks_without[off_diagonal] == 0).all() "
           "and (np.diag(blocks_without) > 0).all()"),
-    Claim(r"$W_O$ is the only place where the heads exchange information.",
+    Claim(r"$W_O$ is the only place where the heads of a layer exchange information.",
           "concat = pf.multi_head_attention_without_w_o(Xs, p, small.h)", "(blocks_with > 0).all()"),
     Claim(r"Taking the softmax over axis $-2$ normalises the columns instead.",
           "q, k, v = (rng.standard_normal((small.h, 10, small.d_k))",

@@ -41,10 +41,9 @@ CLAIMS = [
           "lengths = [256, 512, 1_024, 2_048]", "all(b / a < 1.6 for a, b in zip(tiled_mib, tiled_mib[1:]))"),
     Claim(r"The tiled line is flatter than slope 1 here, because of its fixed part",
           "lengths = [256, 512, 1_024, 2_048]", f"max({SLOPES.format('tiled_mib')}) < 0.7"),
-    Claim(r"Take the fixed part away and what remains doubles with $N$",
+    Claim(r"What grows is the output, and it doubles with $N$.",
           "lengths = [256, 512, 1_024, 2_048]",
-          "all(abs((b - tiled_mib[0] + output_mib[0]) / (a - tiled_mib[0] + output_mib[0]) - 2) < 0.05 "
-          "for a, b in zip(tiled_mib, tiled_mib[1:]))"),
+          "all(abs(b / a - 2) < 1e-9 for a, b in zip(output_mib, output_mib[1:]))"),
     Claim(r"its slope approaches 1 only once the output is many times the fixed part, at tens of thousands "
           r"of tokens.",
           "lengths = [256, 512, 1_024, 2_048]",

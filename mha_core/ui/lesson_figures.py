@@ -247,3 +247,34 @@ def show_peak_memory(lengths: Sequence[int], peaks: Mapping[str, Sequence[float]
     lines = "; ".join(f"{label} from {ys[0]:.1f} to {ys[-1]:.1f} MiB" for label, ys in peaks.items())
     show_figure(fig, f"Log-log line chart of peak memory against N from {lengths[0]:,} to {lengths[-1]:,}: "
                      f"{lines}.")
+
+
+# -- notebook 03: the worked example ---------------------------------------------------------------
+
+def show_worked_example_macs(ns: np.ndarray, proj: np.ndarray, attn: np.ndarray, *, d_model: int, h: int,
+                             n_star: int, marks: Sequence[int]) -> None:
+    """One layer's projection and attention-core MACs against N, the crossover and ``marks`` lines."""
+    _check_same_length(ns=ns, proj=proj, attn=attn)
+    colors = plt.cm.viridis([0.15, 0.7])
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), constrained_layout=True)
+    ax.loglog(ns, proj, color=colors[0], lw=2, label="projections 4·N·d_model²  (∝ N)")
+    ax.loglog(ns, attn, color=colors[1], lw=2, label="attention core 2·N²·d_model  (∝ N²)")
+    at_star = 4 * n_star * d_model**2
+    ax.axvline(n_star, color="0.4", ls="--", lw=1)
+    ax.plot([n_star], [at_star], "o", color="black")
+    ax.annotate(f"crossover N = 2·d_model = {n_star:,}", (n_star, at_star),
+                xytext=(-12, 10), textcoords="offset points", ha="right")
+    for n in marks:
+        ax.axvline(n, color="0.75", lw=1)
+        ax.annotate(f"N = {n:,}", (n, attn.max()), xytext=(4, -14), textcoords="offset points")
+    ax.set(title=f"MACs of one MHA layer, d_model = {d_model}, h = {h}", xlabel="sequence length N",
+           ylabel="multiply-accumulates (MACs)")
+    ax.legend(loc="lower right")
+    plain_log_ticks(ax)
+    ratios = "; ".join(
+        f"at N = {n:,} the projections are {4 * d_model / (2 * n):.1f} times the attention core" if 2 * n < 4 * d_model
+        else f"at N = {n:,} the attention core is {2 * n / (4 * d_model):.2f} times the projections" for n in marks)
+    show_figure(fig, alt=(
+        f"Log-log plot of the MACs of one layer (d_model = {d_model}, h = {h}) against N from {ns[0]} to "
+        f"{ns[-1]:,}: the projection line grows like N, the attention-core line like N squared; they cross at "
+        f"N = 2·d_model = {n_star:,}. {ratios[0].upper() + ratios[1:]}."))
