@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab bench weights notebooks check-notebooks lesson-share clean
+.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab bench weights notebooks check-notebooks lesson-share handout clean
 
 help:
 	@echo "make dashboard  serve the Voila dashboard on http://127.0.0.1:$(PORT)"
@@ -22,6 +22,7 @@ help:
 	@echo "make notebooks  re-execute every notebook in place (after changing mha_core)"
 	@echo "make check-notebooks   after editing a lesson: re-execute, then strict nbval (NB=one file)"
 	@echo "make lesson-share      the share of notebook code lines that teach"
+	@echo "make handout    one printable page for a class -> build/handout.html"
 	@echo "make weights    retrain the shipped tiny models -> mha_core/training/weights/ (about 1 min)"
 
 $(STAMP): pyproject.toml $(shell find share etc -type f)
@@ -134,6 +135,10 @@ check-notebooks: notebooks
 
 lesson-share: $(STAMP)
 	$(BIN)/python scripts/lesson_share.py
+
+# The class handout: shapes, the four formulas, the round trip and the counts, computed by mha_core.
+handout: $(STAMP)  ## one printable page for a class -> build/handout.html (print it from a browser)
+	$(BIN)/python scripts/handout.py build/handout.html
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
