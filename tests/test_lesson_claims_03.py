@@ -10,7 +10,7 @@ from lesson_claims import Claim, claim_tests
 
 NB = "03_worked_example.ipynb"
 CLAIMS = [
-    Claim(r"$d_{model}=512$, $h=8$: $d_k=64$", "import matplotlib.pyplot as plt", "d_k == 64"),
+    Claim(r"$d_{model}=512$, $h=8$: $d_k=64$", "cfg = MHAConfig(d_model=512, n_heads=8)", "d_k == 64"),
     Claim(r"`trace_config` runs the layer once on random input and records every step's shape",
           "trace_100 = trace_config(cfg, N, seed=0)",
           "shapes['Q heads: transpose'] == (h, N, d_k) and shapes['scores = Q K^T / sqrt(d_k)'] == (h, N, N) "
