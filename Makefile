@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-before-after weights notebooks check-notebooks lesson-share site clean
+.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-before-after weights notebooks check-notebooks lesson-share site handout clean
 
 # `make help` lists every target that has a `## description` on its rule line, so it cannot drift.
 help:  ## this list
@@ -169,6 +169,10 @@ site: $(STAMP) $(KATEX)  ## the course as a static site in build/site/ (serve: p
 
 lesson-share: $(STAMP)  ## the share of notebook code lines that teach
 	$(BIN)/python scripts/lesson_share.py
+
+# The class handout: shapes, the four formulas, the round trip and the counts, computed by mha_core.
+handout: $(STAMP)  ## one printable page for a class -> build/handout.html (print it from a browser)
+	$(BIN)/python scripts/handout.py build/handout.html
 
 clean:  ## remove .venv, caches and build/
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -11,8 +11,11 @@ above it. The copy is what Voila serves; the lesson itself is never modified.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import math
 import re
+import struct
 from pathlib import Path
 
 SLIDE = re.compile(r"^#{1,2} ")
@@ -32,15 +35,125 @@ def slide_type(cell: dict) -> str:
     return "-"
 
 
+# Heights in reveal.js's own pixels (the slide is 960 x 700, scaled to the screen); measured on
+# the lessons in Chromium and rounded up.
+SCREEN_PX = 560
+CHARS_PER_LINE = {"markdown": 80, "code": 95, "output": 110}
+LINE_PX = {"markdown": 30, "heading": 52, "code": 21, "output": 19}
+CELL_GAP_PX = 24
+IMAGE_WIDTH_PX = 900  # an image is shown at most this wide
+IMG = re.compile(r'<img src="data:image/png;base64,([^"]+)"[^>]*?width="(\d+)"')
+
+
+def _lines(text: str, kind: str) -> int:
+    return sum(max(1, math.ceil(len(line) / CHARS_PER_LINE[kind])) for line in text.splitlines())
+
+
+def _png_size(b64: str) -> tuple[int, int]:
+    head = base64.b64decode(b64[:64])
+    return struct.unpack(">II", head[16:24])
+
+
+def cell_height(cell: dict) -> int:
+    """Estimated height (reveal.js px) of one cell with its outputs on a slide."""
+    src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    if cell["cell_type"] == "markdown":
+        body = [ln for ln in src.splitlines() if not ln.startswith("#")]
+        headings = len(src.splitlines()) - len(body)
+        return CELL_GAP_PX + headings * LINE_PX["heading"] + _lines("\n".join(body), "markdown") * LINE_PX["markdown"]
+    height = CELL_GAP_PX + _lines(src, "code") * LINE_PX["code"]
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            height += _lines("".join(out["text"]), "output") * LINE_PX["output"]
+            continue
+        data = out.get("data", {})
+        match = IMG.search("".join(data.get("text/html", "")))
+        if match:
+            width, px_high = _png_size(match.group(1))
+            shown = min(int(match.group(2)), IMAGE_WIDTH_PX)
+            height += round(px_high * shown / width)
+        elif "application/vnd.jupyter.widget-view+json" in data:
+            height += SCREEN_PX  # a panel: a slide of its own
+        else:
+            height += _lines("".join(data.get("text/plain", "")), "output") * LINE_PX["output"]
+    return height
+
+
+def _is_setup(cell: dict) -> bool:
+    """The lesson's import cell: only imports, comments and blank lines."""
+    src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    lines = [ln for ln in src.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    statements = re.sub(r"\([^)]*\)", "", "\n".join(lines), flags=re.S)
+    return cell["cell_type"] == "code" and bool(lines) and all(
+        ln.startswith(("import ", "from ")) for ln in statements.splitlines() if ln.strip())
+
+
+def _blocks(markdown: str) -> list[str]:
+    """A markdown text cut at blank lines; a table longer than a screen is cut into tables of
+    fewer rows, each with the header repeated."""
+    out = []
+    for block in re.split(r"\n\s*\n", markdown.strip()):
+        lines = block.splitlines()
+        if not (len(lines) > 2 and lines[0].startswith("|") and lines[1].startswith("|")
+                and _lines(block, "markdown") * LINE_PX["markdown"] > SCREEN_PX):
+            out.append(block)
+            continue
+        head, rows, chunk = lines[:2], lines[2:], []
+        for row in rows:
+            if chunk and _lines("\n".join(head + chunk + [row]), "markdown") * LINE_PX["markdown"] > SCREEN_PX - 80:
+                out.append("\n".join(head + chunk))
+                chunk = []
+            chunk.append(row)
+        out.append("\n".join(head + chunk))
+    return out
+
+
+def split_long_markdown(cells: list[dict]) -> list[dict]:
+    """Markdown cells taller than a screen, cut into several cells at paragraph boundaries."""
+    out = []
+    for cell in cells:
+        if cell["cell_type"] != "markdown" or cell_height(cell) <= SCREEN_PX:
+            out.append(cell)
+            continue
+        part: list[str] = []
+        for block in _blocks("".join(cell["source"]) if not isinstance(cell["source"], str) else cell["source"]):
+            trial = {"cell_type": "markdown", "source": "\n\n".join(part + [block])}
+            if part and cell_height(trial) > SCREEN_PX:
+                out.append({**cell, "metadata": dict(cell.get("metadata", {})), "source": "\n\n".join(part)})
+                cell = {**cell, "metadata": {k: v for k, v in cell.get("metadata", {}).items() if k != "slideshow"}}
+                part = []
+            part.append(block)
+        out.append({**cell, "metadata": dict(cell.get("metadata", {})), "source": "\n\n".join(part)})
+    return out
+
+
 def with_slides(nb: dict) -> dict:
-    """The notebook with slide breaks, unless it already has its own ``slideshow`` metadata."""
-    cells = nb["cells"]
-    if any("slideshow" in c.get("metadata", {}) for c in cells):
-        return nb
+    """The notebook with slide breaks (its own ``slideshow`` metadata kept), the set-up skipped,
+    and a sub-slide wherever a slide would outgrow the screen."""
+    own = any("slideshow" in c.get("metadata", {}) for c in nb["cells"])
+    cells = nb["cells"] = split_long_markdown(nb["cells"])
     for c in cells:
-        c.setdefault("metadata", {})["slideshow"] = {"slide_type": slide_type(c)}
-    if cells:  # the first cell always opens the first slide
-        cells[0]["metadata"]["slideshow"] = {"slide_type": "slide"}
+        meta = c.setdefault("metadata", {})
+        if not own:
+            meta["slideshow"] = {"slide_type": slide_type(c)}
+        meta.setdefault("slideshow", {"slide_type": "-"})
+        if _is_setup(c) or "remove-on-slides" in meta.get("tags", []):
+            meta["slideshow"] = {"slide_type": "skip"}
+    if cells and cells[0]["metadata"]["slideshow"]["slide_type"] != "skip":
+        cells[0]["metadata"]["slideshow"] = {"slide_type": "slide"}  # the first cell opens the first slide
+    used = 0
+    for c in cells:
+        kind = c["metadata"]["slideshow"]["slide_type"]
+        if kind == "skip":
+            continue
+        h = cell_height(c)
+        if kind in ("slide", "subslide"):
+            used = h
+        elif used + h > SCREEN_PX and used > 0:
+            c["metadata"]["slideshow"] = {"slide_type": "subslide"}
+            used = h
+        else:
+            used += h
     return nb
 
 

@@ -29,13 +29,30 @@ def test_headings_start_slides():
     nb = {"cells": [_code("import numpy"), _md("# Title"), _md("text"), _md("## 1 · A section\nmore"),
                     _code("x = 1"), _md("### Exercise"), _md("#### small heading")]}
     kinds = [c["metadata"]["slideshow"]["slide_type"] for c in lesson_slides.with_slides(nb)["cells"]]
-    assert kinds == ["slide", "slide", "-", "slide", "-", "subslide", "-"]
+    assert kinds == ["skip", "slide", "-", "slide", "-", "subslide", "-"]  # the import cell is set-up
+
+
+def test_a_slide_taller_than_the_screen_is_cut():
+    long_code = _code("\n".join(f"x{i} = {i}" for i in range(40)))
+    nb = {"cells": [_md("## A section"), _code("y = 1"), long_code, _code("z = 2")]}
+    kinds = [c["metadata"]["slideshow"]["slide_type"] for c in lesson_slides.with_slides(nb)["cells"]]
+    assert kinds == ["slide", "-", "subslide", "subslide"]
+
+
+def test_a_long_table_is_cut_with_its_header_repeated():
+    rows = "\n".join(f"| term {i} | a meaning long enough to fill a line on a slide, or nearly so |" for i in range(40))
+    nb = {"cells": [_md("## Glossary\n\n| term | meaning |\n|---|---|\n" + rows)]}
+    cells = lesson_slides.with_slides(nb)["cells"]
+    assert len(cells) > 2 and all(lesson_slides.cell_height(c) <= lesson_slides.SCREEN_PX for c in cells)
+    assert all("| term | meaning |" in c["source"] for c in cells[1:])
+    text = "".join(c["source"] for c in cells)
+    assert all(f"| term {i} |" in text for i in range(40))
 
 
 def test_a_notebook_with_its_own_slides_is_kept():
     nb = {"cells": [_md("## A"), {**_md("## B"), "metadata": {"slideshow": {"slide_type": "fragment"}}}]}
     out = lesson_slides.with_slides(json.loads(json.dumps(nb)))
-    assert out == nb
+    assert [c["metadata"]["slideshow"]["slide_type"] for c in out["cells"]] == ["slide", "fragment"]
 
 
 def test_main_writes_a_copy_and_leaves_the_lesson_alone(tmp_path):
@@ -85,5 +102,48 @@ def test_on_ramp_slides_work_offline():
             assert outside == [], f"requests left 127.0.0.1: {outside}"
             assert errors == [], errors
             browser.close()
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def _slide_heights(page) -> list[tuple[str, int, int]]:
+    """Walk every slide (Space = next, sub-slides included); (first words, scroll height, height)."""
+    seen = []
+    present = page.locator(".reveal .slides section.present:not(.stack)")
+    for _ in range(200):
+        page.wait_for_timeout(350)  # the transition
+        key = present.evaluate("el => el.innerText.slice(0, 60) + '@' + el.getAttribute('data-index-h') "
+                               "+ '.' + el.getAttribute('data-index-v')")
+        if seen and key == seen[-1][0]:
+            return seen
+        seen.append((key, *present.evaluate("el => [el.scrollHeight, el.clientHeight]")))
+        page.keyboard.press("Space")
+    raise AssertionError("more than 200 slides, or Space does not move")
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("lesson", ["00_on_ramp", "03_worked_example"])
+def test_no_slide_overflows_a_1366x768_screen(lesson):
+    """"No slide should hold more than a screen": every slide's content fits without scrolling."""
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this)")
+    out_dir = REPO / "build" / f"test-slides-{lesson}"
+    copy = lesson_slides.main([str(REPO / "notebooks" / f"{lesson}.ipynb"), str(out_dir)])
+    args = ("--template=mha-reveal", "--VoilaConfiguration.strip_sources=False",
+            "--VoilaConfiguration.resources={'reveal': {'url_prefix': "
+            "'/voila/templates/mha-reveal/static/reveal'}}")
+    try:
+        with voila_server(*args, notebook=str(copy.relative_to(REPO))) as srv, sync_playwright() as p:
+            browser = launch_chromium(p)
+            page = browser.new_page(viewport={"width": 1366, "height": 768})
+            page.goto(srv.url, timeout=LOAD_TIMEOUT_MS)
+            page.locator(".reveal .slides section.present:not(.stack)").wait_for(timeout=LOAD_TIMEOUT_MS)
+            heights = _slide_heights(page)
+            browser.close()
+        assert len(heights) >= 8
+        too_tall = [(key, sh, ch) for key, sh, ch in heights if sh > ch + 2]
+        assert too_tall == [], f"slides taller than the screen (scroll height, visible height): {too_tall}"
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)

@@ -1,0 +1,280 @@
+"""The lessons' figures, drawn from the numbers a lesson cell computed.
+
+A lesson cell computes and prints; the plotting set-up (sizes, colours, ticks) and the alt text
+that describes the figure to a screen reader live here, so the cell reads like a textbook
+example: ``show_weights_bar(words, weights)``. Every function draws with matplotlib, writes an
+alt text from the same numbers, and displays the figure with :func:`mha_core.ui.viz.show_figure`
+(an ``<img>`` with ``alt``, text at least 10 pt on a projector). Grouped by notebook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
+from matplotlib.ticker import FuncFormatter, NullLocator
+
+from .viz import plain_log_ticks, show_figure
+
+GiB = 2**30
+ON_RAMP_PT = 15  # notebook 00 draws large, for a projector
+
+
+def _check_same_length(**arrays: Sequence) -> None:
+    lengths = {name: len(a) for name, a in arrays.items()}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f"expected arrays of one length, got lengths {lengths}")
+
+
+def _plain_number_ticks(ax) -> None:
+    """Only the labelled ticks, written 0.01 rather than 10^-2 in small type."""
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+
+
+# -- notebook 00: the on-ramp ----------------------------------------------------------------------
+
+def show_weights_bar(words: Sequence[str], weights: np.ndarray) -> None:
+    """One query's attention weights (N,), one bar per key word."""
+    _check_same_length(words=words, weights=weights)
+    with plt.rc_context({"font.size": ON_RAMP_PT}):
+        fig, ax = plt.subplots(figsize=(7, 3.8))
+        ax.bar(list(words), weights, color=plt.cm.viridis(0.3))
+        ax.set(title="One query's attention weights", xlabel="key token $j$", ylabel="weight $a_j$",
+               ylim=(0, 1))
+        fig.tight_layout()
+    top, second = np.argsort(weights)[::-1][:2]
+    show_figure(fig, f"Bar chart of one query's {len(words)} attention weights, one bar per word. The "
+                     f"tallest bars are '{words[top]}' at {weights[top]:.2f} and '{words[second]}' at "
+                     f"{weights[second]:.2f}; the others share the remaining "
+                     f"{1 - weights[top] - weights[second]:.2f}.")
+
+
+def show_scaling(d_ks: Sequence[int], var_raw, var_scaled, top_raw, top_scaled) -> None:
+    """Logit variance and the largest softmax weight against d_k, with and without the scale."""
+    _check_same_length(d_ks=d_ks, var_raw=var_raw, var_scaled=var_scaled, top_raw=top_raw,
+                       top_scaled=top_scaled)
+    c_raw, c_scaled = plt.cm.viridis(0.15), plt.cm.viridis(0.7)
+    with plt.rc_context({"font.size": ON_RAMP_PT}):
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.3, 4.4))
+        ax1.loglog(d_ks, var_raw, "o-", color=c_raw, label="$q \\cdot k$")
+        ax1.loglog(d_ks, var_scaled, "s--", color=c_scaled, label="$q \\cdot k / \\sqrt{d_k}$")
+        ax1.set(title="Logit variance", xlabel="$d_k$", ylabel="variance")
+        ax2.semilogx(d_ks, top_raw, "o-", color=c_raw, label="unscaled")
+        ax2.semilogx(d_ks, top_scaled, "s--", color=c_scaled, label="scaled")
+        ax2.set(title="Largest softmax weight", xlabel="$d_k$", ylabel="mean max weight", ylim=(0, 1.05))
+        ax1.legend()
+        ax2.legend()
+        plain_log_ticks(ax1, ax2)
+        fig.tight_layout()
+    show_figure(fig, f"Two line charts against d_k from {d_ks[0]} to {d_ks[-1]} on a log axis. Left: the "
+                     f"variance of the raw dot products grows from {var_raw[0]:.1f} to {var_raw[-1]:,.0f}, "
+                     f"in step with d_k, while the scaled ones stay near 1. Right: without scaling the "
+                     f"largest softmax weight climbs from {top_raw[0]:.2f} to {top_raw[-1]:.2f} "
+                     f"(one key takes everything); with scaling it stays near {top_scaled[-1]:.2f}.")
+
+
+def show_positional_encoding(pe: np.ndarray) -> None:
+    """The sinusoidal positional encoding (N, d_model) as a heatmap, positions across."""
+    n, d = pe.shape
+    with plt.rc_context({"font.size": ON_RAMP_PT}):
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        im = ax.imshow(pe.T, cmap="viridis", aspect="auto", vmin=-1, vmax=1)
+        fig.colorbar(im, ax=ax, label="value")
+        ax.set(title="Positional encoding", xlabel="position $p$", ylabel="dimension $i$ of $d_{model}$")
+        fig.tight_layout()
+    show_figure(fig, f"Heatmap of the sinusoidal positional encoding for {n} positions (x axis) and {d} "
+                     "dimensions (y axis), values from -1 to 1 in viridis. The top rows oscillate fast "
+                     "along the positions, lower rows ever more slowly, so each position gets its own "
+                     "pattern.")
+
+
+def show_causal_mask(mask: np.ndarray, words: Sequence[str]) -> None:
+    """The (N, N) causal mask as a two-colour grid labelled with the words."""
+    n = len(words)
+    if mask.shape != (n, n):
+        raise ValueError(f"mask must have shape ({n}, {n}) for {n} words, got {mask.shape}")
+    two = ListedColormap([plt.cm.cividis(0.05), plt.cm.cividis(0.95)])
+    with plt.rc_context({"font.size": ON_RAMP_PT}):
+        fig, ax = plt.subplots(figsize=(8.3, 5), layout="constrained")
+        ax.imshow(mask, cmap=two, vmin=0, vmax=1)
+        ax.set_xticks(range(n), words, rotation=45)
+        ax.set_yticks(range(n), words)
+        ax.set(title="Causal mask", xlabel="key $j$ (read)", ylabel="query $i$ (reading)")
+        fig.legend(handles=[Patch(color=two(1), label="may attend ($j \\leq i$)"),
+                            Patch(color=two(0), label="blocked (future)")], loc="outside right upper")
+    show_figure(fig, f"A {n} by {n} grid, queries down, keys across, labelled with the words "
+                     f"'{' '.join(words)}'. Cells on and below the diagonal are yellow (may attend); "
+                     f"cells above it, the future, are dark blue (blocked).")
+
+
+def show_residual_stream() -> None:
+    """A diagram: attention and the FFN each read the residual stream and add back to it."""
+    with plt.rc_context({"font.size": ON_RAMP_PT}):
+        fig, ax = plt.subplots(figsize=(8.3, 3.4))
+        ax.set(xlim=(0, 10), ylim=(0, 3), title="The residual stream: each block reads it and adds back")
+        ax.axis("off")
+        ax.add_patch(FancyArrowPatch((0.2, 0.8), (9.8, 0.8), arrowstyle="-|>", mutation_scale=25, lw=3,
+                                     color=plt.cm.viridis(0.2)))
+        ax.text(0.2, 0.2, "residual stream $x$, shape $(N, d_{model})$")
+        for x0, name in ((1.8, "multi-head\nattention"), (6.0, "FFN")):
+            ax.add_patch(Rectangle((x0, 1.6), 2.3, 1.0, facecolor=plt.cm.viridis(0.75), edgecolor="black"))
+            ax.text(x0 + 1.15, 2.1, name, ha="center", va="center")
+            ax.add_patch(FancyArrowPatch((x0 + 0.2, 0.8), (x0 + 0.2, 1.6), arrowstyle="-|>", mutation_scale=15))
+            ax.add_patch(FancyArrowPatch((x0 + 2.1, 1.6), (x0 + 2.1, 0.8), arrowstyle="-|>", mutation_scale=15))
+            ax.text(x0 + 2.25, 1.05, "+", fontsize=18, fontweight="bold")
+    show_figure(fig, "Diagram: a long arrow from left to right is the residual stream x of shape "
+                     "(N, d_model). Two blocks sit above it, multi-head attention and then the FFN; "
+                     "each has an arrow down from the stream into the block (it reads) and an arrow "
+                     "back to the stream marked with a plus (it adds its output).")
+
+
+# -- notebook 05: cost -----------------------------------------------------------------------------
+
+def _head_ticks(ax, ticks: Sequence[int]) -> None:
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticks(list(ticks), [str(t) for t in ticks])
+
+
+def show_flat_in_h(heads: Sequence[int], params_by_h: Mapping[int, int], macs_by_h: Mapping[int, dict],
+                   n: int, d_model: int) -> None:
+    """Parameters and MACs against h (flat), and the softmax's exponentials (rising)."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.3, 3.8), constrained_layout=True)
+    ax1.plot(heads, [params_by_h[h] for h in heads], "o-", color=plt.cm.viridis(0.2), label="parameters")
+    ax1.plot(heads, [macs_by_h[h]["total"] for h in heads], "s-", color=plt.cm.viridis(0.6), label=f"MACs, N={n}")
+    ax1.set(xscale="log", yscale="log", xlabel=f"h (heads), d_model = {d_model}", ylabel="count",
+            title="Params and MACs: flat in h")
+    ax2.plot(heads, [macs_by_h[h]["softmax_exps"] for h in heads], "o-", color=plt.cm.viridis(0.85))
+    ax2.set(xscale="log", yscale="log", xlabel="h (heads)", ylabel="exponentials",
+            title=f"Softmax work = h·N² (N={n})")
+    for ax in (ax1, ax2):
+        _head_ticks(ax, heads)
+    ax1.legend()
+    plain_log_ticks(ax1, ax2)
+    first, last = heads[0], heads[-1]
+    show_figure(fig, alt=(
+        f"Left: parameters ({params_by_h[first]:,}) and MACs at N={n} ({macs_by_h[first]['total']:,}) against h "
+        f"from {first} to {last} on log axes: two flat lines. Right: softmax exponentials against h: a "
+        f"straight rising line, from {macs_by_h[first]['softmax_exps']:,} at h={first} to "
+        f"{macs_by_h[last]['softmax_exps']:,} at h={last}."))
+
+
+def show_macs_against_n(ns: np.ndarray, proj: np.ndarray, attn: np.ndarray, crossover: int,
+                        d_model: int) -> None:
+    """The projection (slope 1) and attention-core (slope 2) MACs against N, log-log."""
+    _check_same_length(ns=ns, proj=proj, attn=attn)
+    fig, ax = plt.subplots(figsize=(7, 4.2), constrained_layout=True)
+    ax.loglog(ns, proj, color=plt.cm.viridis(0.2), label="projections: 4·N·d_model²")
+    ax.loglog(ns, attn, color=plt.cm.viridis(0.7), label="attention core: 2·N²·d_model")
+    ax.loglog(ns, proj + attn, "k--", lw=1, label="total")
+    ax.axvline(crossover, color="grey", ls=":")
+    ax.annotate("N = 2·d_model", (crossover, proj.min()), rotation=90, ha="right", va="bottom")
+    ax.set(xlabel="N (tokens)", ylabel="MACs per layer", title=f"MACs against N (d_model={d_model}, any h)")
+    ax.legend()
+    plain_log_ticks(ax)
+    both = 2 * crossover**2 * d_model
+    show_figure(fig, alt=(
+        f"Log-log plot of MACs against N from {ns[0]} to {ns[-1]:,}: the projection line rises with slope 1, "
+        f"the attention-core line with slope 2, and they cross at N = 2·d_model = {crossover:,}, where "
+        f"both are {both:,} MACs."))
+
+
+def show_clock(heads: Sequence[int], timing: Mapping[int, dict], matmul_flops: int, n: int,
+               d_model: int) -> None:
+    """Median wall times against h, and the matmuls' GFLOP/s against d_k (one run's measurements)."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.3, 3.9), constrained_layout=True)
+    for key, marker, shade in (("forward", "o-", 0.15), ("matmuls", "s-", 0.5), ("softmax", "^-", 0.85)):
+        ax1.plot(heads, [timing[h][key] for h in heads], marker, color=plt.cm.viridis(shade), label=key)
+    ax1.set(xscale="log", yscale="log", xlabel=f"h (heads), d_model = {d_model}", ylabel="median wall time (ms)",
+            title=f"Same MACs, other clock (N={n})")
+    ax1.legend()
+    d_ks = [d_model // h for h in heads]
+    ax2.plot(d_ks, [matmul_flops / (timing[h]["matmuls"] * 1e-3) / 1e9 for h in heads], "o-",
+             color=plt.cm.viridis(0.5))
+    ax2.set(xscale="log", xlabel="d_k = d_model / h", ylabel="GFLOP/s of QK^T and AV", title="Small d_k: less speed")
+    for ax, ticks in ((ax1, heads), (ax2, d_ks)):
+        _head_ticks(ax, ticks)
+    ax2.invert_xaxis()
+    plain_log_ticks(ax1, ax2)
+    first, last = heads[0], heads[-1]
+    show_figure(fig, alt=(
+        f"Left: median wall time against h on log axes for the forward pass (from {timing[first]['forward']:.1f} "
+        f"to {timing[last]['forward']:.1f} ms), the two attention matmuls and the softmax. Right: GFLOP/s of "
+        f"the attention matmuls against d_k from {d_ks[0]} to {d_ks[-1]}. Measured in this run; times vary by "
+        f"machine and load."))
+
+
+# -- notebook 10: long context ---------------------------------------------------------------------
+
+def show_score_growth(ns: np.ndarray, h: int, d_model: int, bytes_per_number: int) -> None:
+    """Bytes of the (h, N, N) scores (slope 2) and of Q, K, V (slope 1) against N, log-log."""
+    scores = h * ns.astype(float) ** 2 * bytes_per_number / GiB
+    qkv = 3 * ns * d_model * bytes_per_number / GiB
+    with plt.rc_context({"font.size": 11}):
+        fig, ax = plt.subplots(figsize=(6.4, 3.8))
+        colours = plt.cm.viridis([0.15, 0.65])
+        ax.plot(ns, scores, "o-", color=colours[0], label="scores (h, N, N)")
+        ax.plot(ns, qkv, "s-", color=colours[1], label="Q, K and V, 3 x (N, d_model)")
+        ax.set(xscale="log", yscale="log", xlabel="N (tokens)", ylabel="memory (GiB)",
+               title=f"One layer, h = {h}, d_model = {d_model}, {8 * bytes_per_number}-bit floats")
+        ticks = ns[::2]
+        ax.set_xticks(ticks, [f"{n // 1024}k" if n >= 1024 else str(n) for n in ticks])
+        _plain_number_ticks(ax)
+        ax.legend()
+        fig.tight_layout()
+    show_figure(fig, f"Log-log line chart of memory against N from {ns[0]:,} to {ns[-1]:,} tokens: the scores "
+                     f"rise with slope 2 to {scores[-1]:,.0f} GiB, Q, K and V with slope 1 to {qkv[-1]:.2f} GiB.")
+
+
+def show_peak_memory(lengths: Sequence[int], peaks: Mapping[str, Sequence[float]], h: int, d_k: int) -> None:
+    """Measured peak memory (MiB) of each attention path against N, log-log."""
+    for label, ys in peaks.items():
+        _check_same_length(lengths=lengths, **{label.split()[0]: ys})
+    with plt.rc_context({"font.size": 11}):
+        fig, ax = plt.subplots(figsize=(6.4, 3.8))
+        for (label, ys), colour, marker in zip(peaks.items(), plt.cm.viridis([0.15, 0.65]), "os", strict=False):
+            ax.plot(lengths, ys, marker + "-", color=colour, label=label)
+        ax.set(xscale="log", yscale="log", xlabel="N (tokens)", ylabel="peak memory (MiB)",
+               title=f"Peak memory of one attention call, h = {h}, d_k = {d_k}")
+        ax.set_xticks(list(lengths), [f"{n:,}" for n in lengths])
+        _plain_number_ticks(ax)
+        ax.legend()
+        fig.tight_layout()
+    lines = "; ".join(f"{label} from {ys[0]:.1f} to {ys[-1]:.1f} MiB" for label, ys in peaks.items())
+    show_figure(fig, f"Log-log line chart of peak memory against N from {lengths[0]:,} to {lengths[-1]:,}: "
+                     f"{lines}.")
+
+
+# -- notebook 03: the worked example ---------------------------------------------------------------
+
+def show_worked_example_macs(ns: np.ndarray, proj: np.ndarray, attn: np.ndarray, *, d_model: int, h: int,
+                             n_star: int, marks: Sequence[int]) -> None:
+    """One layer's projection and attention-core MACs against N, the crossover and ``marks`` lines."""
+    _check_same_length(ns=ns, proj=proj, attn=attn)
+    colors = plt.cm.viridis([0.15, 0.7])
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), constrained_layout=True)
+    ax.loglog(ns, proj, color=colors[0], lw=2, label="projections 4·N·d_model²  (∝ N)")
+    ax.loglog(ns, attn, color=colors[1], lw=2, label="attention core 2·N²·d_model  (∝ N²)")
+    at_star = 4 * n_star * d_model**2
+    ax.axvline(n_star, color="0.4", ls="--", lw=1)
+    ax.plot([n_star], [at_star], "o", color="black")
+    ax.annotate(f"crossover N = 2·d_model = {n_star:,}", (n_star, at_star),
+                xytext=(-12, 10), textcoords="offset points", ha="right")
+    for n in marks:
+        ax.axvline(n, color="0.75", lw=1)
+        ax.annotate(f"N = {n:,}", (n, attn.max()), xytext=(4, -14), textcoords="offset points")
+    ax.set(title=f"MACs of one MHA layer, d_model = {d_model}, h = {h}", xlabel="sequence length N",
+           ylabel="multiply-accumulates (MACs)")
+    ax.legend(loc="lower right")
+    plain_log_ticks(ax)
+    ratios = "; ".join(
+        f"at N = {n:,} the projections are {4 * d_model / (2 * n):.1f} times the attention core" if 2 * n < 4 * d_model
+        else f"at N = {n:,} the attention core is {2 * n / (4 * d_model):.2f} times the projections" for n in marks)
+    show_figure(fig, alt=(
+        f"Log-log plot of the MACs of one layer (d_model = {d_model}, h = {h}) against N from {ns[0]} to "
+        f"{ns[-1]:,}: the projection line grows like N, the attention-core line like N squared; they cross at "
+        f"N = 2·d_model = {n_star:,}. {ratios[0].upper() + ratios[1:]}."))

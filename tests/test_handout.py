@@ -1,0 +1,53 @@
+"""``make handout``: one printed page, its numbers those of mha_core (scripts/handout.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+from dashboard_server import CHROMIUM, REPO, launch_chromium
+
+from mha_core import MHAConfig, count_macs, count_params, kv_cache_bytes
+
+spec = importlib.util.spec_from_file_location("handout", REPO / "scripts" / "handout.py")
+handout = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(handout)
+
+
+def test_the_numbers_are_mha_cores():
+    page = handout.handout_html()
+    cfg = MHAConfig(512, 8)
+    for value in (count_params(cfg)["total"], count_macs(cfg, 100)["projections"],
+                  count_macs(cfg, 100)["attention"], count_macs(cfg, 100)["softmax_exps"]):
+        assert f"{value:,}" in page
+    gqa = kv_cache_bytes(MHAConfig(4096, 32, n_kv_heads=8), 32_768, n_layers=32) / 2**30
+    assert f"{gqa:g} GiB" in page and "16 GiB" in page
+    assert "(2, 4, 5, 6)" in page  # the round trip's (B, h, N, d_k), from a real run
+    for formula in ("softmax(Q K^T / sqrt(d_k)) V", "concat(head_1 ... head_h) W_O"):
+        assert formula in page
+
+
+def test_main_writes_the_page(tmp_path):
+    out = handout.main([str(tmp_path / "h.html")])
+    assert out.read_text().startswith("<!doctype html>")
+
+
+@pytest.mark.browser
+def test_it_prints_on_one_page(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this)")
+    out = handout.main([str(tmp_path / "handout.html")])
+    with sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page()
+        page.goto(out.as_uri())
+        pages = {}
+        for size in ("A4", "Letter"):
+            pdf = page.pdf(format=size, prefer_css_page_size=False)
+            pages[size] = len(re.findall(rb"/Type\s*/Page\b(?!s)", pdf))
+        browser.close()
+    assert pages == {"A4": 1, "Letter": 1}

@@ -1,0 +1,60 @@
+"""mha_core.ui.lesson_figures: each lesson figure shows with alt text from its numbers, text >= 10 pt."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_core.ui import lesson_figures as F
+from mha_core.ui.viz import MIN_FONT_PT, FigureImage
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    """The FigureImage each call displays, instead of a notebook output."""
+    images = []
+    monkeypatch.setattr(F, "show_figure", lambda fig, alt: images.append(FigureImage(fig, alt)))
+    return images
+
+
+def _heads():
+    heads = [1, 2, 4, 8]
+    params = {h: 4 * 64**2 for h in heads}
+    macs = {h: {"total": 1000, "softmax_exps": h * 100} for h in heads}
+    timing = {h: {"forward": 1.0 + h, "matmuls": 0.5, "softmax": 0.1 * h} for h in heads}
+    return heads, params, macs, timing
+
+
+CALLS = {
+    "weights_bar": (lambda: F.show_weights_bar(["a", "b", "c"], np.array([0.5, 0.3, 0.2])), "'a' at 0.50"),
+    "scaling": (lambda: F.show_scaling([4, 16], [4.0, 16.0], [1.0, 1.0], [0.5, 0.8], [0.3, 0.3]), "to 0.80"),
+    "positional_encoding": (lambda: F.show_positional_encoding(np.zeros((10, 8))), "10 positions"),
+    "causal_mask": (lambda: F.show_causal_mask(np.tri(3, dtype=bool), ["x", "y", "z"]), "3 by 3"),
+    "residual_stream": (F.show_residual_stream, "residual stream"),
+    "flat_in_h": (lambda: F.show_flat_in_h(*_heads()[:3], 100, 64), "at h=8"),
+    "macs_against_n": (lambda: F.show_macs_against_n(np.array([16, 128, 1024]), np.array([1, 8, 64]),
+                                                     np.array([1, 64, 4096]), 128, 64), "N = 2·d_model = 128"),
+    "clock": (lambda: F.show_clock(_heads()[0], _heads()[3], 10**6, 128, 64), "from 2.0 to 9.0 ms"),
+    "score_growth": (lambda: F.show_score_growth(np.array([512, 1024, 2048, 4096]), 8, 512, 4), "slope 2"),
+    "peak_memory": (lambda: F.show_peak_memory([256, 512], {"one-shot": [2.6, 9.1], "tiled": [1.7, 1.9]}, 8, 32),
+                    "tiled from 1.7 to 1.9 MiB"),
+    "worked_example": (lambda: F.show_worked_example_macs(
+        np.array([10, 100, 4096]), 4 * np.array([10, 100, 4096]) * 512**2, 2 * np.array([10, 100, 4096])**2 * 512,
+        d_model=512, h=8, n_star=1024, marks=(100, 2000)), "10.2 times the attention core"),
+}
+
+
+@pytest.mark.parametrize("name", CALLS)
+def test_each_figure_has_its_numbers_in_the_alt_text_and_readable_text(shown, name):
+    call, phrase = CALLS[name]
+    call()
+    (image,) = shown
+    assert phrase in image.alt
+    assert image.min_font_pt >= MIN_FONT_PT - 1e-9
+
+
+def test_arrays_of_different_lengths_are_refused():
+    with pytest.raises(ValueError, match="one length"):
+        F.show_weights_bar(["a", "b"], np.array([1.0]))
+    with pytest.raises(ValueError, match=r"mask must have shape \(2, 2\)"):
+        F.show_causal_mask(np.ones((3, 3), bool), ["a", "b"])
