@@ -11,13 +11,13 @@ CLAIMS = [
     Claim(r"the model must name the **ordered pair** $(x_{t-a},\ x_{t-b})$",
           "task = toy_models.TASK", "(first[0, t], second[0, t]) == (x[0, t - a], x[0, t - b])"),
     Claim(r"$d_{model}$, the parameter count, the training budget and the seeds are the same for every $h$.",
-          "record = pretrained.load_record()",
+          "record = toy_models.load_record()",
           "len({c['total'] for c in counts.values()}) == 1 and all(sum(p.size for p in "
           "toy_models.load(h).params.values()) == counts[h]['total'] for h in heads)"),
-    Claim(r"Everything above came from the shipped weights", "table = pretrained.accuracy_table(record)", SHIPPED),
+    Claim(r"Everything above came from the shipped weights", "table = toy_models.accuracy_table(record)", SHIPPED),
     Claim(r"Every multi-head model solves the task on every seed, and well within the first half of the "
           r"budget; the single head is stuck near 0.2 on every seed.",
-          "table = pretrained.accuracy_table(record)",
+          "table = toy_models.accuracy_table(record)",
           "one.max() < 0.3 and several.min() > 0.99 and all(v is None for v in conv['1'].values()) "
           "and slowest_multi < budget['steps'] / 2"),
     Claim(r"Five times the steps changes nothing.", 'long = record["long_budget"]', "long_acc.max() < 0.35"),
