@@ -127,8 +127,6 @@ def test_no_slide_overflows_a_1366x768_screen(lesson):
     """"No slide should hold more than a screen": every slide's content fits without scrolling."""
     from playwright.sync_api import sync_playwright
 
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this)")
     out_dir = REPO / "build" / f"test-slides-{lesson}"
     copy = lesson_slides.main([str(REPO / "notebooks" / f"{lesson}.ipynb"), str(out_dir)])
     args = ("--template=mha-reveal", "--VoilaConfiguration.strip_sources=False",
