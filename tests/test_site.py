@@ -45,6 +45,11 @@ sys.modules["build_site"] = build_site  # dataclasses look their module up there
 _spec.loader.exec_module(build_site)
 
 
+if not (build_site.KATEX / "katex.min.js").exists():
+    pytest.skip(f"KaTeX is not installed ({build_site.KATEX} is missing): the site bundles it; it needs "
+                "npm (Node.js), then `npm ci --prefix site` (make test runs it when npm is there)",
+                allow_module_level=True)
+
 BINDER = "https://mybinder.org/v2/gh/OWNER/REPO/HEAD"  # any https URL: the links are only checked
 
 
