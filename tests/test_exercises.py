@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -957,3 +958,11 @@ def test_a_lost_batch_axis_is_explained():
 def test_returning_the_weights_is_explained(fn):
     fb = ex.check_attention(fn)
     assert "shape of the weights" in fb.message and "weights @ v" in fb.message
+
+
+@pytest.mark.parametrize("subset", [s for r in range(1, 4) for s in combinations(("W_Q", "W_K", "W_V", "W_O"), r)])
+def test_every_partial_transpose_says_which_weights(subset):
+    fb = ex.check_multi_head_attention(
+        lambda x, p, h: _layer(x, p, h, _split_moveaxis, _merge_concat, t=subset))
+    assert fb.pitfall == "weights_transposed"
+    assert f"the layer with {' and '.join(subset)} transposed" in fb.message
