@@ -95,6 +95,11 @@ def test_on_ramp_slides_work_offline():
             expect(present).to_contain_text("One query searches the keys", timeout=20_000)
             page.keyboard.press("ArrowRight")  # section 2: the first figure, with its alt text
             expect(present).to_contain_text("Softmax: from scores to weights", timeout=20_000)
+            for _ in range(4):  # the figure is on one of the section's sub-slides (arrow down)
+                if present.locator("img[alt*='Bar chart of one query']").count():
+                    break
+                page.keyboard.press("ArrowDown")
+                page.wait_for_timeout(500)
             assert present.locator("img[alt*='Bar chart of one query']").count() == 1
             assert page.locator("text=def my_softmax").count() >= 1  # code is shown on lesson slides
             page.wait_for_timeout(500)
