@@ -232,3 +232,33 @@ def test_anywidget_still_sets_the_2s_limit_the_template_lifts():
         assert "AbortSignal.timeout(2000)" in text[at - 300: at], js
     template = (REPO / "share/jupyter/voila/templates/mha/mha_page.html.j2").read_text()
     assert "ms === 2000 && /anywidget/.test(new Error().stack" in template
+
+
+def test_a_kernel_handed_out_by_the_pool_is_not_culled_for_its_warm_up_age():
+    """A pool warmed 15 minutes before the class: the kernel a student gets must count as fresh,
+    or the 10-minute idle cull would shut it down under the student (seen in the classroom test)."""
+    from datetime import datetime, timedelta, timezone
+
+    km = serve.BoundedKernelManager(cull_idle_timeout=600)
+
+    class Kernel:
+        execution_state = "idle"
+        kernel_name = "python3"
+        kernel_spec = type("Spec", (), {"metadata": {}})()
+        last_activity = datetime.now(timezone.utc) - timedelta(minutes=15)  # the warm-up
+
+    km._kernels["k"] = Kernel()
+    km._pools = {"dashboard.ipynb": [_pool_entry(rendered=True)]}  # kernel "k" waits in the pool
+    km._note_handouts()
+    assert km._was_pooled == {"k"}
+    km._pools["dashboard.ipynb"] = []  # Voila hands it to a student
+    culled = []
+
+    async def shutdown(kernel_id, *args, **kwargs):
+        culled.append(kernel_id)
+
+    km.shutdown_kernel = shutdown
+    km._kernel_connections["k"] = 0
+    asyncio.run(km.cull_kernel_if_idle("k"))
+    assert culled == []
+    assert serve._seconds_since(km._kernels["k"].last_activity) < 5

@@ -122,6 +122,7 @@ class BoundedKernelManager(AsyncMappingKernelManager):
         self.refused = 0  # starts refused at the cap (logged; tests read the log)
         self.reaped = 0  # kernels shut down by a grace
         self._warm_starting = 0  # pooled kernels starting (not yet executing the notebook)
+        self._was_pooled: set[str] = set()  # pooled at the last look: see _note_handouts
         self._born = time.monotonic()
         self.ready_after: float | None = None  # seconds from start until the pool was first full
 
@@ -255,9 +256,28 @@ class BoundedKernelManager(AsyncMappingKernelManager):
                    f"({len(self._kernels)} kernels{memory})")
         print(message, flush=True)
 
+    def _note_handouts(self) -> None:
+        """A kernel that has left Voila's pool was just handed to a visitor: its idle time starts
+        now. (Its last activity is otherwise the warm-up, maybe longer ago than the idle cull's
+        10 minutes: a class arriving 15 minutes after warming would see each kernel culled at
+        once, its page left without a kernel. Found by the classroom test.)"""
+        pooled = self._pooled()
+        now = _utcnow()
+        for kernel_id in self._was_pooled - pooled:
+            kernel = self._kernels.get(kernel_id)
+            if kernel is not None:
+                kernel.last_activity = now
+                self._clock[kernel_id] = time.monotonic()
+        self._was_pooled = pooled
+
+    async def cull_kernel_if_idle(self, kernel_id):
+        self._note_handouts()  # before the idle cull looks at a kernel just handed out
+        return await super().cull_kernel_if_idle(kernel_id)
+
     async def reap_unconnected(self) -> list[str]:
         """Shut down the kernels whose grace has run out; return their ids."""
         self._refill_pools()
+        self._note_handouts()
         self._report_ready()
         now = time.monotonic()
         pooled = self._pooled()
@@ -300,13 +320,17 @@ def _kernel_uss(kernel) -> int:
     return private
 
 
+def _utcnow():
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc)
+
+
 def _seconds_since(stamp) -> float:
     """Seconds since a timezone-aware datetime (jupyter_server's ``last_activity``); inf if None."""
     if stamp is None:
         return float("inf")
-    from datetime import datetime, timezone
-
-    return (datetime.now(timezone.utc) - stamp).total_seconds()
+    return (_utcnow() - stamp).total_seconds()
 
 
 # -- classroom mode: a pool sized to the class, warmed before the bell ----------------------------
