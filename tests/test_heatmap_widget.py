@@ -69,3 +69,16 @@ def test_png_renderer_keeps_the_kernel_drawn_figure():
     assert "Attention heatmaps" in panel.alt.value
     with pytest.raises(ValueError, match="renderer"):
         head_explorer(renderer="svg")
+
+
+def test_marks_and_captions_are_sent_and_checked():
+    w = np.full((2, 4, 4), 0.25)
+    labels = ["a", "b", "c", "d"]
+    grid = HeatmapGrid()
+    grid.show(w, labels, lines=[2], stripe=[(3, 1)], captions=["layer 1, head 0", "layer 1, head 1"])
+    assert grid.lines == [2] and grid.stripe == [[3, 1]] and grid.captions[1] == "layer 1, head 1"
+    grid.show(w, labels)  # marks of an earlier input do not stay
+    assert grid.lines == [] and grid.stripe == [] and grid.captions == []
+    for kwargs in ({"lines": [4]}, {"stripe": [(0, 9)]}, {"captions": ["only one"]}):
+        with pytest.raises(ValueError):
+            grid.show(w, labels, **kwargs)

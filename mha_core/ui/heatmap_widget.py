@@ -97,6 +97,7 @@ class HeatmapGrid(anywidget.AnyWidget):
     # axes), and an outline on each (query, key) cell of ``stripe``.
     lines = traitlets.List(traitlets.Int()).tag(sync=True)
     stripe = traitlets.List(traitlets.List(traitlets.Int(), minlen=2, maxlen=2)).tag(sync=True)
+    captions = traitlets.List(traitlets.Unicode()).tag(sync=True)  # a name per map; default "head i"
 
     @traitlets.validate("query")
     def _valid_query(self, proposal):
@@ -106,11 +107,13 @@ class HeatmapGrid(anywidget.AnyWidget):
         return q
 
     def show(self, weights: np.ndarray, labels: Sequence[str], *, title: str = "",
-             query: int | None = None, lines: Sequence[int] = (), stripe: Sequence[tuple[int, int]] = ()) -> None:
+             query: int | None = None, lines: Sequence[int] = (), stripe: Sequence[tuple[int, int]] = (),
+             captions: Sequence[str] = ()) -> None:
         """Send new weights (h, N, N), labels, title, outlined query row and marks in one message.
 
         ``lines``: token positions to mark with a dashed line on both axes; ``stripe``: (query,
-        key) cells to outline (the induction demo marks the repeat's start and its stripe).
+        key) cells to outline (the induction demo marks the repeat's start and its stripe);
+        ``captions``: a name for each of the h maps (default "head 0", "head 1", ...).
         """
         weights, labels = check_weights(weights, labels)
         h, n, _ = weights.shape
@@ -121,8 +124,11 @@ class HeatmapGrid(anywidget.AnyWidget):
         stripe = [[int(a), int(b)] for a, b in stripe]
         if any(not 0 <= p < n for p in lines) or any(not (0 <= a < n and 0 <= b < n) for a, b in stripe):
             raise ValueError(f"lines and stripe must be token positions in [0, {n - 1}], got {lines} and {stripe}")
+        captions = [str(c) for c in captions]
+        if captions and len(captions) != h:
+            raise ValueError(f"captions must name each of the h={h} maps, got {len(captions)}")
         with self.hold_sync():
-            self.lines, self.stripe = lines, stripe
+            self.lines, self.stripe, self.captions = lines, stripe, captions
             self.h, self.n = h, n
             self.labels = list(labels)
             self.title = title

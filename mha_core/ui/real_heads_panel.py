@@ -359,7 +359,8 @@ class RealHeadsPanel(Panel):
             lines = [start, start + INDUCTION_PERIOD]
             stripe = [(i, i - INDUCTION_PERIOD + 1) for i in range(start + INDUCTION_PERIOD, start + 2 * INDUCTION_PERIOD)]
         self.big_map.show(v.weights[layer, head][None], v.labels,  # (1, N, N)
-                          title=f"{v.short}: layer {layer}, head {head}", query=q, lines=lines, stripe=stripe)
+                          title=f"{v.short}: layer {layer}, head {head}", query=q, lines=lines, stripe=stripe,
+                          captions=[f"layer {layer}, head {head}"])
         self.big_map.alt = _alt(f"{v.model.label}, {weights_note(v.model)}, layer {layer}, head {head}, "
                                 f"{v.what}{v.of_head(layer, head)}", v.labels, v.weights[layer, head])
 
@@ -599,12 +600,13 @@ def _about(found: dict[str, np.ndarray], layer: int, head: int, demo: bool, chos
                 f"{INDUCTION_MEANING}. Dashed lines: where the repeat starts; orange squares: the stripe an "
                 f"induction head lights up (each token of the repeat looking at the token after its first copy).</p>")
     name = max(scores, key=scores.get)
-    phrase = {"previous token": "the previous token", "first token": "the first token",
-              "itself": "each token itself", "'it' → animal": 'from "it" to "animal"'}[name]
+    does = {"previous token": "mostly looks at the previous token", "first token": "mostly looks at the first token",
+            "itself": "mostly looks at each token itself",
+            "'it' → animal": 'sends most of the weight of "it" to "animal"'}[name]
     also = (f" Its {chosen} score is {scores[chosen]:.2f} ({PATTERNS[chosen]})."
             if chosen in PATTERNS and chosen in scores and chosen != name else "")
     if scores[name] >= CLEAR_SCORE:
-        return (f"<p class='mha-real-about-text'>Layer {layer}, head {head} mostly looks at {phrase}: "
+        return (f"<p class='mha-real-about-text'>Layer {layer}, head {head} {does}: "
                 f"{name} score {scores[name]:.2f} ({PATTERNS[name]}).{also}</p>")
     listed = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
     return (f"<p class='mha-real-about-text'>Layer {layer}, head {head} shows none of the measured patterns clearly "

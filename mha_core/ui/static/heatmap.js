@@ -56,9 +56,14 @@ function render({ model, el }) {
     return W[(head * n + q) * n + k];
   }
 
+  function name(head) {
+    const captions = model.get("captions");
+    return captions.length > head ? captions[head] : `head ${head}`;
+  }
+
   function describe(head, q, k) {
     const labels = model.get("labels");
-    return `head ${head}: query ${q} "${labels[q]}" -> key ${k} "${labels[k]}" = ${weight(head, q, k).toFixed(4)}`;
+    return `${name(head)}: query ${q} "${labels[q]}" -> key ${k} "${labels[k]}" = ${weight(head, q, k).toFixed(4)}`;
   }
 
   function drawLegend() {
@@ -220,7 +225,7 @@ function render({ model, el }) {
         fig.className = "mha-head";
         const cap = document.createElement("figcaption");
         cap.style.paddingLeft = 64 * scale() + "px";
-        cap.textContent = `head ${head}`;
+        cap.textContent = name(head);
         const canvas = document.createElement("canvas");
         canvas.tabIndex = 0;
         canvas.setAttribute("role", "img");
@@ -271,9 +276,12 @@ function render({ model, el }) {
     }
     const n = model.get("n");
     cursor = [Math.min(cursor[0], n - 1), Math.min(cursor[1], n - 1)];
-    grid.querySelectorAll("figcaption").forEach((cap) => { cap.style.paddingLeft = 64 * scale() + "px"; });
+    grid.querySelectorAll("figcaption").forEach((cap, head) => {
+      cap.style.paddingLeft = 64 * scale() + "px";
+      cap.textContent = name(head);
+    });
     grid.querySelectorAll("canvas").forEach((canvas, head) => {
-      canvas.setAttribute("aria-label", `head ${head} of ${h}. Arrow keys read the weights, Enter selects the query row.`);
+      canvas.setAttribute("aria-label", `${name(head)}, map ${head + 1} of ${h}. Arrow keys read the weights, Enter selects the query row.`);
       drawHead(canvas, head);
     });
     drawnSide = side(model.get("n"), scale());
