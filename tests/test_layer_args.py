@@ -36,7 +36,7 @@ def test_causal_mask_is_anded_in_only_when_asked_for():
     p = init_params(MHAConfig(16, 4), 0)
     key = np.array([True, True, True, False, True])  # (N_k,): the fourth key is padding
     a = check_layer_args(x=X, params=p, n_heads=4, mask=key, causal=True)
-    assert a.key_mask is key
+    assert a.given_mask is key
     np.testing.assert_array_equal(a.mask, causal_mask(5) & key)
 
 

@@ -4,9 +4,10 @@
     weights = softmax(scores) over keys   (..., N_q, N_k)
     out     = weights V                   (..., N_q, d_v)
 
-``_attend`` is exactly these three lines. A long sequence needs the N_q x N_k scores in memory
-all at once; ``flash.py`` computes the same numbers a block at a time, and ``mha.py`` chooses
-which one the layer runs (``attention_path``).
+``_attend`` is these three lines. Each product goes through ``tracer.matmul(name, a, b)``, which
+returns ``a @ b`` (and, with a real ``Tracer``, notes its shape and MACs for the shape ledger).
+A long sequence needs the N_q x N_k scores in memory all at once; ``flash.py`` computes the same
+numbers a block at a time, and ``mha.py`` chooses which one the layer runs (``attention_path``).
 """
 
 from __future__ import annotations

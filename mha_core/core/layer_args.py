@@ -37,7 +37,7 @@ class LayerArgs:
     n_kv: int
     d_k: int
     d_v: int
-    key_mask: np.ndarray | None  # the caller's mask: bool, broadcastable to (..., h, N_q, N_k)
+    given_mask: np.ndarray | None  # the caller's `mask` argument: bool, broadcastable to (..., h, N_q, N_k)
     causal: bool
     head_mask: np.ndarray | None  # (h,)
     max_bytes: int | None
@@ -50,12 +50,12 @@ class LayerArgs:
 
     @cached_property
     def mask(self) -> np.ndarray | None:
-        """``key_mask`` AND the causal mask: an (N_q, N_k) array, built only when first asked for
+        """The mask the attention applies: ``given_mask`` AND, with ``causal``, the causal mask. Built only when first asked for
         (the tiled path never asks, so a long causal call never holds an N_q x N_k mask)."""
         if not self.causal:
-            return self.key_mask
+            return self.given_mask
         tri = causal_mask(self.x.shape[-2], self.x_kv.shape[-2])  # (N_q, N_k)
-        return tri if self.key_mask is None else self.key_mask & tri
+        return tri if self.given_mask is None else self.given_mask & tri
 
     @property
     def score_bytes(self) -> int:

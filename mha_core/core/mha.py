@@ -10,8 +10,9 @@ using its own column slice ``W_Q[:, i*d_k:(i+1)*d_k]``, then concat and ``W_O``.
 ``head_i @ W_O[i*d_v:(i+1)*d_v, :]``.
 
 Symbols: ``B`` batch (optional), ``N_q``/``N_k`` query/key lengths, ``h`` query heads,
-``n_kv`` key/value heads (GQA/MQA: query head ``i`` uses kv head ``i // (h/n_kv)``),
-``d_k``/``d_v`` per-head widths. Every argument is checked by ``layer_args.check_layer_args``.
+``n_kv`` key/value heads (GQA/MQA: query head ``i`` uses kv head ``i // group_size``, with
+``group_size = h // n_kv``; shape comments write that axis ``h/n_kv``), ``d_k``/``d_v`` per-head
+widths. ``t`` is the tracer, ``a`` the checked arguments (``layer_args.check_layer_args``).
 """
 
 from __future__ import annotations
@@ -53,13 +54,14 @@ def multi_head_attention(
     causal : bool, default False
         AND a causal mask (see ``causal_mask``) into ``mask``.
     n_kv_heads : int, optional
-        ``n_kv`` for GQA/MQA; default ``h``. Query head ``i`` uses kv head ``i // (h/n_kv)``.
+        ``n_kv`` for GQA/MQA; default ``h``. Query head ``i`` uses kv head ``i // (h // n_kv)``.
     return_weights : bool, default False
         Also return the attention weights, shape (B, h, N_q, N_k) (no B axis for 2-D ``x``).
         Without them (and without a tracer) a score tensor over ``FORMULA_MAX_SCORE_BYTES``
         (4 MiB: h=8, N > 362 in float32) is never built: the attention runs tile by tile with
         an online softmax (``flash_attention``), the same numbers to float rounding, in memory
-        that grows as N instead of N^2 (see ``attention_path``).
+        that grows as N instead of N^2. With them, such a call runs on blocks of query rows
+        (``blocked_attention``): the same weights, built a block at a time (``attention_path``).
     head_mask : array of shape (h,), optional
         Multiplies each head's output before ``W_O``; 0 removes (prunes) a head.
     max_bytes : int, optional
@@ -88,12 +90,11 @@ def multi_head_attention(
 
 def layer_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
     """The layer on checked arguments: ``heads_forward``, concat, ``W_O``. Returns the output
-    (..., N_q, d_model) and the weights (..., h, N_q, N_k); these are always there with
-    ``keep_weights``, and None without it when the tiled path ran (it never builds them).
-    ``saved``, a dict, receives what ``heads_forward`` saves, and ``concat``."""
+    (..., N_q, d_model) and the weights (..., h, N_q, N_k), None if the tiled path ran (never with
+    ``keep_weights``). ``saved``, a dict, receives what ``heads_forward`` saves, and ``concat``."""
     heads, weights = heads_forward(a, t, keep_weights=keep_weights, saved=saved)  # (..., h, N_q, d_v)
-    t.record("heads back: transpose", np.swapaxes(heads, -3, -2))  # (..., N_q, h, d_v)
-    concat = t.record("concat: reshape", merge_heads(heads))  # (..., N_q, h*d_v)
+    t.record("heads back: transpose", np.swapaxes(heads, -3, -2))  # (..., N_q, h, d_v), noted for the ledger only
+    concat = t.record("concat: reshape", merge_heads(heads))  # (..., N_q, h*d_v): merge_heads transposes and reshapes
     out = _project(t, "out = concat @ W_O", concat, a.params["W_O"], a.params.get("b_O"))  # (..., N_q, d_model)
     if saved is not None:
         saved["concat"] = concat
@@ -111,8 +112,8 @@ def heads_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
     Q = _project(t, "Q = X @ W_Q", a.x, p["W_Q"], p.get("b_Q"))  # (..., N_q, h*d_k)
     K = _project(t, "K = X @ W_K", a.x_kv, p["W_K"], p.get("b_K"))  # (..., N_k, n_kv*d_k)
     V = _project(t, "V = X @ W_V", a.x_kv, p["W_V"], p.get("b_V"))  # (..., N_k, n_kv*d_v)
-    t.record("Q as heads: reshape", Q.reshape(*Q.shape[:-1], a.h, a.d_k))  # (..., N_q, h, d_k)
-    Qh = t.record("Q heads: transpose", split_heads(Q, a.h))  # (..., h, N_q, d_k)
+    t.record("Q as heads: reshape", Q.reshape(*Q.shape[:-1], a.h, a.d_k))  # (..., N_q, h, d_k), for the ledger only
+    Qh = t.record("Q heads: transpose", split_heads(Q, a.h))  # (..., h, N_q, d_k): split_heads reshapes and transposes
     Kh = t.record("K heads", split_heads(K, a.n_kv))  # (..., n_kv, N_k, d_k)
     Vh = t.record("V heads", split_heads(V, a.n_kv))  # (..., n_kv, N_k, d_v)
     if a.rope_base is not None:  # RoPE: turn each query and key by its position, before the scores
@@ -126,9 +127,8 @@ def heads_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
 
 
 def attention_path(a: LayerArgs, *, keep_weights: bool, traced: bool) -> str:
-    """Which of three equal computations the layer runs for its attention:
-
-    ``"formula"`` (``attention._attend``: scores, mask, softmax, weights @ V) when a tracer
+    """Which of three equal computations the layer runs for its attention: ``"formula"``
+    (``attention._attend``: scores, mask, softmax, weights @ V) when a tracer
     records the steps or the score tensor is at most ``FORMULA_MAX_SCORE_BYTES``; else
     ``"blocked"`` (``flash._blocked``, blocks of query rows) when the weights are kept; else
     ``"tiled"`` (``flash._flash``, online softmax, never the N_q x N_k scores).
@@ -142,7 +142,7 @@ def _grouped_attention(a: LayerArgs, Qh, Kh, Vh, path: str, t, saved):
     """Attention of every query head. With GQA (``group_size = h/n_kv > 1``) the h query heads
     are viewed as n_kv groups of h/n_kv that share one key/value head, without copying K or V."""
     lead, n_q, n_k, group_size = a.x.shape[:-2], a.x.shape[-2], a.x_kv.shape[-2], a.group_size
-    mask = a.key_mask if path == "tiled" else a.mask  # the tiled path applies `causal` tile by tile
+    mask = a.given_mask if path == "tiled" else a.mask  # the tiled path applies `causal` tile by tile
     if group_size > 1:
         Qh = Qh.reshape(*lead, a.n_kv, group_size, n_q, a.d_k)  # (..., n_kv, h/n_kv, N_q, d_k)
         Kh = Kh[..., :, None, :, :]  # (..., n_kv, 1, N_k, d_k), broadcast over the group
@@ -181,7 +181,7 @@ def multi_head_attention_per_head(
     return_weights=False, head_mask=None, max_bytes=None, tracer=None, rope_base=None,
 ):
     """The readable reference: an explicit loop over heads. Same signature and result as
-    ``multi_head_attention``.
+    ``multi_head_attention``, but it always builds every head's N_q x N_k weights.
 
     Head ``i`` uses its own slices ``W_Q[:, i*d_k:(i+1)*d_k]`` and, with ``j = i // (h/n_kv)``,
     ``W_K[:, j*d_k:(j+1)*d_k]`` and ``W_V[:, j*d_v:(j+1)*d_v]``. The head outputs are
@@ -196,9 +196,9 @@ def multi_head_attention_per_head(
     for i in range(a.h):
         j = i // a.group_size  # the key/value head this query head reads
         Q_i = _rope(a, _head_project(t, f"Q_{i}", a.x, p, "Q", head_columns(i, a.d_k)))  # (..., N_q, d_k)
-        if j not in kv_heads:
-            kv_heads[j] = (_rope(a, _head_project(t, f"K_{j}", a.x_kv, p, "K", head_columns(j, a.d_k))),  # (..., N_k, d_k)
-                           _head_project(t, f"V_{j}", a.x_kv, p, "V", head_columns(j, a.d_v)))  # (..., N_k, d_v)
+        if j not in kv_heads:  # head_columns(j, d) is the slice j*d:(j+1)*d
+            K_j = _rope(a, _head_project(t, f"K_{j}", a.x_kv, p, "K", head_columns(j, a.d_k)))  # (..., N_k, d_k)
+            kv_heads[j] = K_j, _head_project(t, f"V_{j}", a.x_kv, p, "V", head_columns(j, a.d_v))  # V_j (..., N_k, d_v)
         K_j, V_j = kv_heads[j]
         mask_i = None if full_mask is None else full_mask[..., i, :, :]  # (..., N_q, N_k)
         head_i, w_i = scaled_dot_product_attention(Q_i, K_j, V_j, mask_i, tracer=t, max_bytes=a.max_bytes)  # (..., N_q, d_v)
