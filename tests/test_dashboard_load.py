@@ -309,6 +309,7 @@ def test_classroom_mode():
     results = [r for r in results if not isinstance(r, BaseException)]
     assert results, failures
     arrivals = sorted(r["first_from_arrival"] for r in results)
+    firsts = sorted(r["first_figure"] for r in results)
     sliders = sorted(r["slider"] for r in results)
     pooled = log.count("Using pre-heated kernel")
     print(f"\nclassroom mode: {ready}; {warm_s:.0f} s from launch, {kernels_ready} kernels, "
@@ -317,7 +318,8 @@ def test_classroom_mode():
           f"{pooled} served from the pool, all done in {all_done:.0f} s; from arrival to the first figure p50 "
           f"{statistics.median(arrivals):.1f} s, p90 {_pct(arrivals, 90):.1f} s, max {arrivals[-1]:.1f} s; "
           f"slider to new caption p50 {statistics.median(sliders) * 1000:.0f} ms, p90 "
-          f"{_pct(sliders, 90) * 1000:.0f} ms; peak {sampler.peak_kernels} kernels, "
+          f"{_pct(sliders, 90) * 1000:.0f} ms; from the page's own request (the harness's queue left out) p50 "
+          f"{statistics.median(firsts):.1f} s, p90 {_pct(firsts, 90):.1f} s; peak {sampler.peak_kernels} kernels, "
           f"{sampler.peak_bytes / MB:,.0f} MB (targets for the report: p90 <= 5 s, slider p90 <= 300 ms)")
     assert failures == [], f"{len(failures)} of {SESSIONS} sessions failed: {failures[:3]}"
     assert [r["status"] for r in results] == [200] * SESSIONS
