@@ -6,6 +6,8 @@
     model.tokens(ids)                          # ['[CLS]', 'the', 'animal', ...]
     maps = model.attention(ids)                # float32 (layers, h, N, N)
     load("smollm2").logits(ids2)               # (N, vocab), a decoder only
+    model.forward(ids, head_mask=mask)         # mask: bool (layers, h); False switches a head off
+    load("smollm2").generate("The capital of France is")   # greedy, with the KV cache of core/decode
 
 - ``minilm``: all-MiniLM-L6-v2, a BERT encoder (6 layers x 12 heads), float32.
 - ``smollm2``: SmolLM2-135M-Instruct, a Llama decoder (30 layers x 9 query heads sharing 3
