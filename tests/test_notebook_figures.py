@@ -1,4 +1,4 @@
-"""Every figure of the lessons (00-08, 11 and any later NN_ notebook) has alt text and no text under 10 pt at rendered size.
+"""Every figure of the lessons (00-08, 12 and any later NN_ notebook) has alt text and no text under 10 pt at rendered size.
 
 The notebooks are committed executed; ``viz.show_figure`` writes each figure as an ``<img>`` with
 ``alt``, and the output's metadata holds ``min_font_pt`` (the smallest text, measured by

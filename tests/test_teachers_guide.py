@@ -37,7 +37,7 @@ def test_the_27_minute_mark_is_a_row_boundary():
 
 def test_notebook_10_timing_adds_up():
     """"About 25 minutes" = the core path's 5 + 10 + 5 minutes and the optional §4's 5 minutes."""
-    section = FLAT[FLAT.index("## 10 · Long context"):FLAT.index("## 11 ·")]
+    section = FLAT[FLAT.index("## 11 · Long context"):FLAT.index("## 12 ·")]
     assert "About 25 minutes" in section
     minutes = [int(m) for m in re.findall(r"\((\d+) minutes", section)]
     assert sum(minutes) == 25

@@ -208,7 +208,7 @@ def show_clock(heads: Sequence[int], timing: Mapping[int, dict], matmul_flops: i
         f"machine and load."))
 
 
-# -- notebook 10: long context ---------------------------------------------------------------------
+# -- notebook 11: long context ---------------------------------------------------------------------
 
 def show_score_growth(ns: np.ndarray, h: int, d_model: int, bytes_per_number: int) -> None:
     """Bytes of the (h, N, N) scores (slope 2) and of Q, K, V (slope 1) against N, log-log."""

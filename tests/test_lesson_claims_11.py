@@ -1,4 +1,4 @@
-"""Notebook 10 (long context): each claim of its prose, checked next to the sentence it defends.
+"""Notebook 11 (long context): each claim of its prose, checked next to the sentence it defends.
 
 Issue 16's finding: the prose said "slope 1" for the tiled path's memory while the cell's own
 numbers rose 1.7 -> 3.3 -> 3.8 -> 4.9 MiB over an 8x range of N. The slopes are now computed
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from lesson_claims import Claim, claim_tests
 
-NB = "10_long_context.ipynb"
+NB = "11_long_context.ipynb"
 SLOPES = ("[np.log2(b / a) for a, b in zip({0}, {0}[1:])]")
 CLAIMS = [
     Claim(r"Doubling $N$ doubles $Q$, $K$ and $V$ but quadruples the scores.",

@@ -1,4 +1,4 @@
-"""The claims of notebooks 09_the_block and 09_real_heads, checked here instead of in the lessons.
+"""The claims of notebooks 09_the_block and 10_real_heads, checked here instead of in the lessons.
 
 The lesson cells compute and print; they do not assert. These tests read the printed outputs
 stored in the executed notebooks (strict nbval re-runs every notebook and checks that each stored
@@ -55,11 +55,11 @@ def block():
 
 @pytest.fixture(scope="module")
 def heads():
-    return _outputs("09_real_heads.ipynb")
+    return _outputs("10_real_heads.ipynb")
 
 
 def test_no_lesson_cell_asserts():
-    for name in ("09_the_block.ipynb", "09_real_heads.ipynb"):
+    for name in ("09_the_block.ipynb", "10_real_heads.ipynb"):
         nb = json.loads((NOTEBOOKS / name).read_text())
         code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
         assert not [c for c in code if re.search(r"^\s*assert\b", c, re.M)], name
@@ -152,7 +152,7 @@ def test_the_exercises_start_blank(block):
     assert block.count("Feedback (not attempted yet)") == 2
 
 
-# ------------------------------------------------------------------ 09_real_heads
+# ------------------------------------------------------------------ 10_real_heads
 
 
 def test_minilm_pattern_heads(heads):
@@ -261,10 +261,10 @@ def test_what_was_measured_with_it(heads):
 
 
 def test_the_subject_claim_is_gone():
-    assert "marks the" not in _prose("09_real_heads.ipynb")
-    assert "sentence's subject" not in _prose("09_real_heads.ipynb")
+    assert "marks the" not in _prose("10_real_heads.ipynb")
+    assert "sentence's subject" not in _prose("10_real_heads.ipynb")
 
 
 def test_vocabulary_size_is_never_called_v():
-    for name in ("09_the_block.ipynb", "09_real_heads.ipynb"):
+    for name in ("09_the_block.ipynb", "10_real_heads.ipynb"):
         assert not re.search(r"\bV\s*=\s*\d", _prose(name) + _outputs(name)), name
