@@ -415,7 +415,7 @@ def test_cost_and_kv_panels(loaded):
     assert f"{4 * 100 * 512**2:,}" in worked and f"{2 * 100**2 * 512:,}" in worked
 
     kv_src = page.locator("img.mha-kv-image").get_attribute("src")
-    n_kv_options = list(reversed(divisors(32)))  # the slider runs from n_kv = h down to 1
+    n_kv_options = list(divisors(32))  # the slider runs from n_kv = 1 (MQA) up to h (MHA), as the chart
     _set_selection(page, ".mha-kv-n_kv", n_kv_options.index(1), "1 (MQA)")
     expect(page.locator(".mha-kv-kind")).to_have_text("MQA", timeout=UPDATE_TIMEOUT_MS)
     expect(page.locator(".mha-kv-ratio")).to_have_text("32")

@@ -553,6 +553,7 @@ class RealHeadsPanel(Panel):
         self.about.value = _about(found, layer, head, self.mode == "induction", self.pattern)
         for name, button in self.presets.items():
             button.disabled = name not in found
+            button.button_style = "info" if name == self.pattern else ""  # the pattern now shown
             button.tooltip = (f"open the head with the highest {name} score" if name in found
                               else 'needs the words "it" and "animal" in the sentence (try the example sentence)')
         weights_said = weights_note(m)
@@ -576,7 +577,8 @@ class RealHeadsPanel(Panel):
         if (fkey, pattern) != getattr(self, "_overview_shows", None):
             self.overview.show(np.clip(found[pattern], 0, 1), current=(layer, head), what=f"{pattern} score",
                                title=f"Every layer and head of {short}, coloured by its {pattern} score "
-                                     "(yellow = high). Click a square to open that head.")
+                                     "(dark = 0, yellow = 1; point at a square for its score). The outlined "
+                                     "square is the head shown; click another to open it.")
             self._overview_shows = (fkey, pattern)
         else:
             self.overview.current = [layer, head]
