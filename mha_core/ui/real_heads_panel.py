@@ -562,7 +562,7 @@ class RealHeadsPanel(Panel):
                  f" &middot; <b>head {head}</b> of {h}"
                  + (f" &middot; demo input, induction score {scores[layer, head]:.2f}" if self.mode == "induction" else ""))
         self.label.value = (
-            f"<div class='mha-real-caption'>{short}<details class='mha-spec'><summary>spec</summary>"
+            f"<div class='mha-real-caption'>{short}<details class='mha-spec'><summary>exact setting</summary>"
             f"<b>{html.escape(m.label)}</b>: {html.escape(weights_said)} &middot; layers and heads counted from 0"
             f"{kv} &middot; {term('causal') if m.causal else term('bidirectional')} &middot; "
             f"{html.escape(what + of_head(layer, head))}. Row = query token, column = key token; each row sums "
