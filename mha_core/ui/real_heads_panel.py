@@ -553,7 +553,7 @@ class RealHeadsPanel(Panel):
         self.about.value = _about(found, layer, head, self.mode == "induction", self.pattern)
         for name, button in self.presets.items():
             button.disabled = name not in found
-            button.button_style = "info" if name == self.pattern else ""  # the pattern now shown
+            (button.add_class if name == self.pattern else button.remove_class)("mha-active")  # the pattern shown
             button.tooltip = (f"open the head with the highest {name} score" if name in found
                               else 'needs the words "it" and "animal" in the sentence (try the example sentence)')
         weights_said = weights_note(m)
