@@ -44,7 +44,7 @@ def test_kv_cache_panel():
     assert "<b class='mha-kv-kind'>MQA</b>" in p.numbers.value
     assert "<span class='mha-kv-ratio'>32</span>" in p.numbers.value
     p.model.value = "small: d_model=512, h=8, 6 layers"
-    assert [v for _, v in p.n_kv.options] == [8, 4, 2, 1] and p.n_kv.value == 8
+    assert [v for _, v in p.n_kv.options] == [1, 2, 4, 8] and p.n_kv.value == 8
     assert p.refresh(n_kv=3) is False and "n_kv=3" in p.status.value
     forge(p.context, {"index": 1000})
     assert "ignored a value the page sent for context" in p.status.value

@@ -275,6 +275,7 @@ def test_pattern_buttons_open_the_head_with_the_highest_score(panel):
     layer, head, score = panel.show_pattern("first token")
     assert head == 1 and score == pytest.approx(1.0) and (panel.layer.value, panel.head.value) == (layer, 1)
     assert "first token score 1.00" in panel.about.value and "first token score" in panel.overview.title
+    assert [n for n, b in panel.presets.items() if "mha-active" in b._dom_classes] == ["first token"]
     found = panel.pattern_scores(*panel._view)
     best = R.patterns.top_heads(found["'it' → animal"], 1)[0]
     assert panel.show_pattern("'it' → animal") == best

@@ -292,7 +292,7 @@ class HeadExplorer(Panel):
         self.caption.value = (
             ("<div class='mha-heads-task'>" + html.escape(toy_task_line()) + "</div>" if kind == "trained" else "")
             + "Each row is one query token; its weights sum to 1. Hover a cell for its weight; click a row to "
-            f"pick that query.<details class='mha-spec'><summary>spec</summary><span class='mha-heads-title'>"
+            f"pick that query.<details class='mha-spec'><summary>exact setting</summary><span class='mha-heads-title'>"
             f"{html.escape(full)}</span></details>")
         self.links.value = ""
 

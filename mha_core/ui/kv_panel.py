@@ -111,7 +111,7 @@ class KVCachePanel(Panel):
         def kind(k):
             return "MHA" if k == h else ("MQA" if k == 1 else "GQA")
 
-        return [(f"{k} ({kind(k)})", k) for k in reversed(divisors(h))]
+        return [(f"{k} ({kind(k)})", k) for k in divisors(h)]  # left MQA, right MHA: as the bar chart
 
     def values(self) -> dict:
         return {"model": self.model.value, "n_kv": self.n_kv.value, "n_tokens": self.context.value,

@@ -561,6 +561,7 @@ class RealHeadsPanel(Panel):
         self.about.value = _about(found, layer, head, self.mode == "induction", self.pattern)
         for name, button in self.presets.items():
             button.disabled = name not in found
+            (button.add_class if name == self.pattern else button.remove_class)("mha-active")  # the pattern shown
             button.tooltip = (f"open the head with the highest {name} score" if name in found
                               else 'needs the words "it" and "animal" in the sentence (try the example sentence)')
         weights_said = weights_note(m)
@@ -569,7 +570,7 @@ class RealHeadsPanel(Panel):
                  f" &middot; <b>head {head}</b> of {h}"
                  + (f" &middot; demo input, induction score {scores[layer, head]:.2f}" if self.mode == "induction" else ""))
         self.label.value = (
-            f"<div class='mha-real-caption'>{short}<details class='mha-spec'><summary>spec</summary>"
+            f"<div class='mha-real-caption'>{short}<details class='mha-spec'><summary>exact setting</summary>"
             f"<b>{html.escape(m.label)}</b>: {html.escape(weights_said)} &middot; layers and heads counted from 0"
             f"{kv} &middot; {term('causal') if m.causal else term('bidirectional')} &middot; "
             f"{html.escape(what + of_head(layer, head))}. Row = query token, column = key token; each row sums "
@@ -584,7 +585,8 @@ class RealHeadsPanel(Panel):
         if (fkey, pattern) != getattr(self, "_overview_shows", None):
             self.overview.show(np.clip(found[pattern], 0, 1), current=(layer, head), what=f"{pattern} score",
                                title=f"Every layer and head of {short}, coloured by its {pattern} score "
-                                     "(yellow = high). Click a square to open that head.")
+                                     "(dark = 0, yellow = 1; point at a square for its score). The outlined "
+                                     "square is the head shown; click another to open it.")
             self._overview_shows = (fkey, pattern)
         else:
             self.overview.current = [layer, head]
