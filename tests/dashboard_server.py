@@ -271,32 +271,21 @@ class KernelSocket:
             except queue.Empty:
                 return
 
-    def find_widgets(self, *css_classes: str, seconds: float = 30) -> dict[str, str]:
-        """css class -> comm id of the widgets carrying those classes in ``_dom_classes``.
+    def comm_moved(self, move, key: str, value, seconds: float = 30) -> str:
+        """The comm id of the widget that a real move in the page sets to ``key=value``.
 
-        Asks the kernel for its widget comms, then for their states one at a time, in creation
-        order, until every class is found (asking for all ~120 at once, images included, made
-        the server stop relaying to this socket).
+        ``move()`` moves a control in the page; the kernel echoes the page's update on iopub
+        (``echo_update``, ipywidgets 8), which carries the widget's comm id. Asking every comm for
+        its state instead made the server stop relaying to this socket once an image's binary
+        state came through.
         """
-        self.send("comm_info_request", {"target_name": "jupyter.widget"})
-        comms: dict = {}
+        move()
         for msg in self.messages(seconds):
-            if msg["msg_type"] == "comm_info_reply":
-                comms = msg["content"]["comms"]
-                break
-        found: dict[str, str] = {}
-        for comm_id in comms:
-            self.send("comm_msg", {"comm_id": comm_id, "data": {"method": "request_state"}})
-            for msg in self.messages(5, idle=2):
-                content = msg.get("content", {})
-                if msg["msg_type"] == "comm_msg" and content.get("comm_id") == comm_id:
-                    for css in set(css_classes) & set(content["data"].get("state", {}).get("_dom_classes", ())):
-                        found[css] = comm_id
-                    break
-            if len(found) == len(set(css_classes)):
-                return found
-        raise LookupError(f"widgets with classes {sorted(set(css_classes) - set(found))} not found "
-                          f"among {len(comms)} comms")
+            data = msg.get("content", {}).get("data", {})
+            if msg["msg_type"] == "comm_msg" and data.get("method") == "echo_update" \
+                    and data.get("state", {}).get(key) == value:
+                return msg["content"]["comm_id"]
+        raise LookupError(f"no widget echoed {key}={value!r} within {seconds} s")
 
     def forge_update(self, comm_id: str, state: dict) -> None:
         """Send the widget update message a page sends when a control moves."""

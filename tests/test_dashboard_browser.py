@@ -247,9 +247,10 @@ def test_forged_widget_messages_get_a_readable_message(loaded, server):
     page, _ = loaded
     status = page.locator(".mha-shape-panel .mha-status")
     sock = KernelSocket(server, _kernel_id(page))
-    try:
-        ids = sock.find_widgets("mha-shape-h", "mha-shape-N")
-        h_id, n_id = ids["mha-shape-h"], ids["mha-shape-N"]
+    four = divisors(512, MAX_HEADS).index(4)
+    try:  # the two sliders' comm ids, from the kernel's echo of a real move of each
+        h_id = sock.comm_moved(lambda: _set_selection(page, ".mha-shape-h", four, "4"), "index", four)
+        n_id = sock.comm_moved(lambda: _set_int(page, ".mha-shape-N", 12), "value", 12)
         sock.forge_update(h_id, {"index": 99})  # past the end of h's options
         expect(status).to_contain_text("ignored a value the page sent for h", timeout=UPDATE_TIMEOUT_MS)
         # a forged max lets a huge N through ipywidgets' own check: the callback refuses it
@@ -263,9 +264,9 @@ def test_forged_widget_messages_get_a_readable_message(loaded, server):
         sock.close()
     assert "Traceback" not in page.inner_text("body")
     # the page is alive and back in step with the kernel: a real slider move still updates
-    expect(page.locator(".mha-shape-h .widget-readout")).to_have_text("8")
-    _set_selection(page, ".mha-shape-h", divisors(512, MAX_HEADS).index(4), "4")
-    expect(page.locator(".mha-shape-panel .mha-dk")).to_have_text("128", timeout=UPDATE_TIMEOUT_MS)
+    expect(page.locator(".mha-shape-h .widget-readout")).to_have_text("4")
+    _set_selection(page, ".mha-shape-h", divisors(512, MAX_HEADS).index(8), "8")
+    expect(page.locator(".mha-shape-panel .mha-dk")).to_have_text("64", timeout=UPDATE_TIMEOUT_MS)
     expect(status).to_have_text("")
 
 
