@@ -171,7 +171,7 @@ class StaticWidgets:
         desc = s.get("description", "")
         if name in ("VBoxModel", "HBoxModel", "BoxModel", "GridBoxModel"):
             kids = [self._model(c) for c in s["children"]]
-            # a figure's alt text travels in a hidden HTML widget beside its image (ui/widgets.py)
+            # a figure's alt text travels in a hidden HTML widget beside its image (ui/controls.py)
             alts = [_strip_tags(k["state"]["value"]) for k in kids
                     if "mha-alt" in k["state"].get("_dom_classes", [])]
             inner = "".join(self.render(c, alt=alts[0] if alts else "") for c in s["children"]
