@@ -388,11 +388,13 @@ def test_slider_to_pixels_latency(loaded):
         page.locator(".mha-heads-query select").select_option(index=i + 1)
         _record("query selector to pixels (ms)", _wait_painted(page, t0))
     # the other panels' sliders, one arrow-key step each way
-    for css, key, name in ((".mha-shape-h", "shape", "shape h slider to text (ms)"),
-                           (".mha-cost-N", "cost", "cost N slider to pixels (ms)"),
-                           (".mha-kv-n_kv", "kv", "kv n_kv slider to pixels (ms)")):
+    # (the n_kv slider starts at its right end, MHA: it steps left first)
+    for css, key, name, first, then in (
+            (".mha-shape-h", "shape", "shape h slider to text (ms)", "ArrowRight", "ArrowLeft"),
+            (".mha-cost-N", "cost", "cost N slider to pixels (ms)", "ArrowRight", "ArrowLeft"),
+            (".mha-kv-n_kv", "kv", "kv n_kv slider to pixels (ms)", "ArrowLeft", "ArrowRight")):
         handle = page.locator(f"{css} .noUi-handle")
-        for key_name in ("ArrowRight", "ArrowLeft") * 3:  # never past either end
+        for key_name in (first, then) * 3:  # never past either end
             handle.focus()
             t0 = page.evaluate("performance.now()")
             page.keyboard.press(key_name)

@@ -33,6 +33,22 @@ def test_cap_refuses_with_503_before_starting_anything():
     assert km.refused == 1 and km.live_kernels() == 1
 
 
+def test_a_closed_websocket_is_not_buffered():
+    """jupyter_server would keep every later message of a kernel whose socket closed, unbounded;
+    the dashboard's manager closes the streams instead (the browser test saw the server reach 14 GB)."""
+    km = serve.BoundedKernelManager()
+    assert km.buffer_offline_messages is False
+    closed = []
+
+    class Stream:
+        def close(self):
+            closed.append(True)
+
+    km.start_buffering("kernel", "kernel:session", {"iopub": Stream(), "shell": Stream()})
+    assert closed == [True, True]
+    assert "kernel" not in km._kernel_buffers
+
+
 @pytest.mark.parametrize(("trait", "value"), [("max_kernels", 0), ("connect_grace", -1.0),
                                               ("disconnect_grace", -5.0), ("check_interval", 0.0)])
 def test_settings_are_validated(trait, value):

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
 from tornado.ioloop import PeriodicCallback
 from tornado.web import HTTPError
-from traitlets import Float, Integer, validate
+from traitlets import Bool, Float, Integer, validate
 
 # ~125 MB per dashboard kernel (RSS after rendering, measured by tests/test_dashboard_load.py);
 # 80 of them is ~10 GB, under half of a 24 GiB machine.
@@ -71,6 +71,13 @@ class KernelCapReached(HTTPError):
 class BoundedKernelManager(AsyncMappingKernelManager):
     """``AsyncMappingKernelManager`` with a kernel cap and shutdown of unconnected kernels."""
 
+    # jupyter_server keeps every message of a kernel whose websocket closed, in a list with no
+    # bound, until the same session reconnects (its own TODO says so). A page that drops while
+    # its kernel still sends figures, or any second socket that closes, then grows the server by
+    # each image the kernel sends: the browser test saw 14 GB. A Voila page does not resume a
+    # session, so nothing is lost by not buffering.
+    buffer_offline_messages = Bool(False, config=True,
+                                   help="Keep the messages of a closed websocket for its session (unbounded).")
     max_kernels = Integer(DEFAULT_MAX_KERNELS, config=True,
                           help="Most kernels alive or starting; one more start answers HTTP 503.")
     connect_grace = Float(30.0, config=True,
