@@ -63,7 +63,13 @@ def test_the_crossover_for_d_model_4096():
 
 
 CHECKED = ("A 90-minute class 5-27 27-39 With 60 minutes http://127.0.0.1:8866 about 800 MB 8,192 tokens "
-           "About 25 minutes")
+           "About 25 minutes at 1600 px and wider")
+
+
+def test_the_projector_sizes_start_at_1600_px():
+    """"at 1600 px and wider ... text, controls and heatmaps grow": the dashboard's own CSS."""
+    css = (REPO / "share" / "jupyter" / "voila" / "templates" / "mha" / "mha_dashboard.html.j2").read_text()
+    assert "at 1600 px and wider" in FLAT and "@media (min-width: 1600px)" in css
 
 
 def test_every_number_of_the_guide_is_printed_or_checked():
