@@ -205,6 +205,10 @@ class StaticWidgets:
         if asset is None:
             raise ValueError(f"anywidget {s.get('_anywidget_id')} runs an ESM that matches no file "
                              f"in {WIDGET_STATIC}")
+        if "h" not in s:  # another client-side widget (the real panel's layers x heads overview)
+            what = s.get("title") or "an interactive overview"
+            return (f'<div class="{_esc(classes)}"><p class="site-noscript">{_esc(what)}: '
+                    "run this notebook to use it.</p></div>")
         traits = {k: s[k] for k in ("h", "n", "labels", "title", "alt", "query", "gamma", "tile")}
         traits["weights"] = self._buffer(model, "weights")  # float32 (h, N, N), base64
         traits["lut"] = self._buffer(model, "lut")  # 256 RGB bytes, base64
