@@ -209,7 +209,9 @@ class StaticWidgets:
             what = s.get("title") or "an interactive overview"
             return (f'<div class="{_esc(classes)}"><p class="site-noscript">{_esc(what)}: '
                     "run this notebook to use it.</p></div>")
-        traits = {k: s[k] for k in ("h", "n", "labels", "title", "alt", "query", "gamma", "tile")}
+        # every synced trait the page's heatmap.js reads (the real panel's adds marks and captions)
+        traits = {k: v for k, v in s.items() if not k.startswith("_") and k not in ("weights", "lut")
+                  and not isinstance(v, dict)}
         traits["weights"] = self._buffer(model, "weights")  # float32 (h, N, N), base64
         traits["lut"] = self._buffer(model, "lut")  # 256 RGB bytes, base64
         self.heatmaps += 1
