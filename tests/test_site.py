@@ -292,7 +292,9 @@ def test_heatmap_hovers_without_a_kernel(server, browser):
     canvas = heat.locator("canvas").nth(2)
     canvas.scroll_into_view_if_needed()
     box = canvas.bounding_box()
-    left, top, tile = 64, 4, state["tile"]  # heatmap.js: label margin, top margin, map size (px)
+    # heatmap.js (at 1366 px, scale 1): label margin 64, top margin 4, the map's side S, 4 px right
+    left, top = 64, 4
+    tile = box["width"] - left - 4
     for q, k in [(0, 0), (7, 12), (19, 3)]:
         page.mouse.move(box["x"] + left + (k + 0.5) * tile / n, box["y"] + top + (q + 0.5) * tile / n)
         tip = heat.locator(".mha-heatmap-tip")
