@@ -92,6 +92,8 @@ def _tokenizer_from(path: Path):
 class MiniLM(Model):
     """all-MiniLM-L6-v2 (BERT encoder, float32). Build it with ``mha_core.models.load("minilm")``."""
 
+    attention_params = ATTENTION_PARAMS
+
     name = "minilm"
     label = "all-MiniLM-L6-v2 (BERT encoder, 22.7M parameters, float32 weights)"
     causal = False
@@ -112,8 +114,8 @@ class MiniLM(Model):
         x = layer_norm(x, a["ln0_w"], a["ln0_b"], self.eps)  # (N, d_model)
         hidden = [x]
         maps = []
-        for i, p in enumerate(self.layers):
-            attn, w = multi_head_attention(x, {k: p[k] for k in ATTENTION_PARAMS}, self.n_heads, return_weights=True,
+        for i, (p, attention) in enumerate(zip(self.layers, self.layer_attention, strict=True)):
+            attn, w = multi_head_attention(x, attention, self.n_heads, return_weights=True,
                                            head_mask=None if head_mask is None else head_mask[i])  # (N, d_model), (h, N, N)
             x = layer_norm(x + attn, p["ln1_w"], p["ln1_b"], self.eps)  # (N, d_model)
             x = layer_norm(x + gelu_mlp(x, p["W_in"], p["b_in"], p["W_out"], p["b_out"]),

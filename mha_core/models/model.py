@@ -71,6 +71,8 @@ class Model:
     quantised: bool
     max_tokens: int = MAX_TOKENS
     # our name -> the key in the cached config (each release names its sizes its own way)
+    # the names of a layer's attention weights, as multi_head_attention takes them (set by each model)
+    attention_params: tuple[str, ...] = ()
     config_keys = {"n_layers": "n_layers", "n_heads": "n_heads", "n_kv_heads": "n_kv_heads",
                    "d_model": "d_model", "vocab_size": "vocab_size", "eps": "eps"}
 
@@ -84,6 +86,8 @@ class Model:
         # layer i's arrays, named without their "layer{i}." prefix (views, nothing is copied)
         self.layers = [{k.removeprefix(f"layer{i}."): v for k, v in arrays.items() if k.startswith(f"layer{i}.")}
                        for i in range(self.n_layers)]
+        # layer i's attention weights alone: the params dict of its multi_head_attention call
+        self.layer_attention = [{k: p[k] for k in self.attention_params} for p in self.layers]
 
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.label}: {self.n_layers} layers x {self.n_heads} heads "

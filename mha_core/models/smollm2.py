@@ -144,6 +144,8 @@ class SmolLM2(Model):
     """SmolLM2-135M-Instruct (Llama decoder, 4-bit quantised). Build it with
     ``mha_core.models.load("smollm2")``."""
 
+    attention_params = ATTENTION_PARAMS
+
     name = "smollm2"
     label = "SmolLM2-135M-Instruct (Llama decoder, GQA 9/3 heads, 4-bit quantised weights: Q4_1, embeddings Q8_0)"
     causal = True
@@ -166,9 +168,9 @@ class SmolLM2(Model):
         a = self.arrays
         x = embed(a["tok_embed"], ids)  # (N, d_model)
         hidden, maps = [x], []
-        for i, p in enumerate(self.layers):
+        for i, (p, attention) in enumerate(zip(self.layers, self.layer_attention, strict=True)):
             attn, w = multi_head_attention(
-                rms_norm(x, p["attn_norm"], self.eps), {k: p[k] for k in ATTENTION_PARAMS}, self.n_heads,
+                rms_norm(x, p["attn_norm"], self.eps), attention, self.n_heads,
                 n_kv_heads=self.n_kv_heads, causal=True, rope_base=self.rope_base, return_weights=True,
                 head_mask=None if head_mask is None else head_mask[i],
             )  # (N, d_model), (h, N, N)
@@ -209,7 +211,7 @@ class SmolLM2(Model):
         for layer, head in pairs:
             p = self.layers[layer]
             xn = rms_norm(hidden[layer], p["attn_norm"], self.eps)  # (N, d_model): the layer's attention input
-            contrib = head_contributions(xn, {k: p[k] for k in ATTENTION_PARAMS}, self.n_heads,
+            contrib = head_contributions(xn, self.layer_attention[layer], self.n_heads,
                                          n_kv_heads=self.n_kv_heads, causal=True,
                                          rope_base=self.rope_base)[head]  # (N, d_model)
             out.append(self._unembed(contrib * scale * self.arrays["out_norm"]))  # (N, vocab)
@@ -271,14 +273,13 @@ class SmolLM2(Model):
     def _cached(self, ids: np.ndarray, max_new_tokens: int):
         """Greedy decoding with a KV cache: ``prefill``, then one ``decode_step`` per layer per token."""
         n = ids.size
-        caches = [init_kv_cache({k: p[k] for k in ATTENTION_PARAMS}, self.n_heads, n + max_new_tokens,
-                                n_kv_heads=self.n_kv_heads) for p in self.layers]  # (n_kv, max, d_k) each
+        caches = [init_kv_cache(attention, self.n_heads, n + max_new_tokens, n_kv_heads=self.n_kv_heads)
+                  for attention in self.layer_attention]  # (n_kv, max, d_k) each
         eos = self._tokenizer.token_to_id("<|endoftext|>")
         # prefill: the prompt in one pass per layer; its keys and values go into the caches
         x = embed(self.arrays["tok_embed"], ids)  # (N, d_model)
         rows = []
-        for p, cache in zip(self.layers, caches, strict=True):
-            params = {k: p[k] for k in ATTENTION_PARAMS}
+        for p, params, cache in zip(self.layers, self.layer_attention, caches, strict=True):
             xn = rms_norm(x, p["attn_norm"], self.eps)  # (N, d_model)
             attn, w = multi_head_attention(xn, params, self.n_heads, n_kv_heads=self.n_kv_heads, causal=True,
                                            rope_base=self.rope_base, return_weights=True)  # (N, d_model), (h, N, N)
@@ -295,8 +296,8 @@ class SmolLM2(Model):
             # decode: one token through every layer; RoPE at its absolute position cache.length
             x_t = embed(self.arrays["tok_embed"], [nxt])[0]  # (d_model,)
             rows = []
-            for p, cache in zip(self.layers, caches, strict=True):
-                attn, w = decode_step(rms_norm(x_t, p["attn_norm"], self.eps), {k: p[k] for k in ATTENTION_PARAMS},
+            for p, params, cache in zip(self.layers, self.layer_attention, caches, strict=True):
+                attn, w = decode_step(rms_norm(x_t, p["attn_norm"], self.eps), params,
                                       self.n_heads, cache, n_kv_heads=self.n_kv_heads, rope_base=self.rope_base,
                                       return_weights=True)  # (d_model,), (h, t+1)
                 x_t = x_t + attn  # (d_model,)
