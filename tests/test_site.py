@@ -28,8 +28,7 @@ import nbformat
 import numpy as np
 import pytest
 from bs4 import BeautifulSoup
-from dashboard_server import AXE, NO_AXE, REPO, launch_chromium
-from playwright.sync_api import sync_playwright
+from dashboard_server import AXE, NO_AXE, REPO
 
 pytestmark = pytest.mark.browser
 
@@ -181,14 +180,6 @@ def server(site):
     yield f"http://127.0.0.1:{httpd.server_address[1]}/"
     httpd.shutdown()
     thread.join()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = launch_chromium(p)
-        yield b
-        b.close()
 
 
 def _page(browser, server, width: int, outside: list[str], errors: list[str]):
