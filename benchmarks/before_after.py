@@ -69,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
             rng = np.random.default_rng(0)
             p = init_params(MHAConfig(D_MODEL, h), rng)
             x = rng.standard_normal((b, n, D_MODEL)).astype(np.float32)  # (B, N, d_model)
-            for call, kw in (("forward", {}), ("+weights", {"return_weights": True}), ("per_head", {})):
-                fn = "multi_head_attention_per_head" if call == "per_head" else "multi_head_attention"
+            for call, fn, kw in (("forward", "multi_head_attention", {}),
+                                 ("+weights", "multi_head_attention", {"return_weights": True}),
+                                 ("per_head", "multi_head_attention_per_head", {})):
                 before, after = getattr(old, fn), getattr(mha_core, fn)
                 t = interleaved({
                     "before": lambda f=before, x=x, p=p, h=h, kw=kw: f(x, p, h, **kw),

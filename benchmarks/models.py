@@ -222,10 +222,10 @@ def generation(quick: bool, log=print) -> dict:
 
     m = load("smollm2")
     prompt = m.encode(f"{PASSAGE}. {PASSAGE}.")[:PROMPT_TOKENS]  # (64,): the passage twice, cut
-    runs = {"with cache": lambda: list(m.write(prompt, NEW_TOKENS, use_cache=True)),
-            "without cache": lambda: list(m.write(prompt, NEW_TOKENS, use_cache=False))}
     if prompt.size != PROMPT_TOKENS:
         raise ValueError(f"the prompt has {prompt.size} tokens, expected {PROMPT_TOKENS}")
+    runs = {"with cache": lambda: list(m.write(prompt, NEW_TOKENS, use_cache=True)),
+            "without cache": lambda: list(m.write(prompt, NEW_TOKENS, use_cache=False))}
     cached, full = runs["with cache"](), runs["without cache"]()
     same = [s.id for s in cached] == [s.id for s in full]
     n_new = len(cached)

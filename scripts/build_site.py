@@ -34,7 +34,6 @@ from site/node_modules: ``npm ci --prefix site``) and the heatmap's JS and CSS. 
 from __future__ import annotations
 
 import argparse
-import copy
 import html
 import json
 import re
@@ -477,19 +476,21 @@ def build(out: Path, log=print, *, binder: str | None = None, for_students: bool
     rerun_seconds = time.perf_counter() - t0
     for p, (_, seconds) in runs.items():
         log(f"  executed {p.source.name} for its widget state: {seconds:.1f} s")
+    exporters = {exclude: _exporter(exclude) for exclude in (False, True)}  # one each: building one takes ~0.5 s
     for page in [None, *pages]:
+        where = ""
         if page is None:
             nb, slug, title, exclude = _markdown_notebook(_home_markdown(pages, binder)), "index", SITE_TITLE, False
         elif page.source.suffix == ".md":
             nb = _markdown_notebook(page.source.read_text(encoding="utf-8"))
             slug, title, exclude = page.slug, page.title, False
         else:
-            nb = notebooks[page]
+            nb, where = notebooks[page], _where(page, binder)
             if page in runs:
-                static_widgets(nb, page.source, runs[page][0], heatmap_esm, _where(page, binder))
+                static_widgets(nb, page.source, runs[page][0], heatmap_esm, where)
             slug, title, exclude = page.slug, page.title, page.kind == "dashboard"
-        body = render_page(page, copy.deepcopy(nb), pages, _exporter(exclude), slug=slug, title=title,
-                           where=_where(page, binder) if page and page.source.suffix == ".ipynb" else "")
+        # no copy of nb needed: the exporter renders a copy of its own
+        body = render_page(page, nb, pages, exporters[exclude], slug=slug, title=title, where=where)
         soup = BeautifulSoup(body, "html.parser")
         rewrite_links(soup, page.source if page else ROOT / "notebooks" / "index", links, unresolved)
         (out / f"{slug}.html").write_text(str(soup), encoding="utf-8")

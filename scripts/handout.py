@@ -46,10 +46,9 @@ def handout_html() -> str:
     b, n, d, h = ROUND_TRIP
     x = np.zeros((b, n, d), np.float32)  # (B, N, d_model)
     ledger = trace_shapes(x, init_params(MHAConfig(d, h), rng=0), h)
-    big = KV
-    kv = {name: kv_cache_bytes(MHAConfig(big["d_model"], big["n_heads"], n_kv_heads=n_kv), big["n_ctx"],
-                               n_layers=big["layers"]) / 2**30
-          for name, n_kv in (("MHA", 32), ("GQA, 8 K/V heads", 8), ("MQA", 1))}
+    kv = {name: kv_cache_bytes(MHAConfig(KV["d_model"], KV["n_heads"], n_kv_heads=n_kv), KV["n_ctx"],
+                               n_layers=KV["layers"]) / 2**30
+          for name, n_kv in (("MHA", KV["n_heads"]), ("GQA, 8 K/V heads", 8), ("MQA", 1))}
     symbols = [("B", "sequences in a batch"), ("N", "tokens per sequence (N_q queries, N_k keys)"),
                ("d_model", "width of a token's vector"), ("h", "heads"), ("d_k = d_v", "d_model / h, one head's width"),
                ("n_kv", "key/value heads (GQA, MQA)")]
@@ -82,7 +81,7 @@ become &minus;&infin; before the softmax.</p>
 </div></div>
 <h2>The counts: d_model = {D_MODEL}, h = {H}, N = {N} (notebook 03), the same for every h</h2>
 {_table(counts, ("what", "formula", "value"))}
-<h2>KV cache at {big['n_ctx']:,} tokens: {big['layers']} layers, d_model = {big['d_model']}, h = {big['n_heads']}, fp16 (notebook 06)</h2>
+<h2>KV cache at {KV['n_ctx']:,} tokens: {KV['layers']} layers, d_model = {KV['d_model']}, h = {KV['n_heads']}, fp16 (notebook 06)</h2>
 {_table([(k, f"{v:g} GiB") for k, v in kv.items()], ("attention", "cache"))}
 <p class="small">2 &middot; N &middot; n_kv &middot; d_k &middot; layers numbers; GQA and MQA divide it by h / n_kv.</p>
 </body></html>

@@ -62,22 +62,25 @@ def classify(source: str, tags: list[str]) -> tuple[int, int]:
     return len(code) - machinery, machinery
 
 
+def _source(cell: dict) -> str:
+    """A cell's source as one string (nbformat stores it as a string or a list of lines)."""
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+
+
 def notebook_share(nb: dict) -> tuple[int, int]:
     """(teaching lines, machinery lines) of a notebook (nbformat 4 JSON)."""
     teach = machinery = 0
     for cell in nb["cells"]:
         if cell["cell_type"] != "code":
             continue
-        src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        t, m = classify(src, cell.get("metadata", {}).get("tags", []))
+        t, m = classify(_source(cell), cell.get("metadata", {}).get("tags", []))
         teach, machinery = teach + t, machinery + m
     return teach, machinery
 
 
 def assert_cells(nb: dict) -> tuple[int, int]:
     """(code cells containing an ``assert``, code cells) of a notebook."""
-    sources = ["".join(c["source"]) if not isinstance(c["source"], str) else c["source"]
-               for c in nb["cells"] if c["cell_type"] == "code"]
+    sources = [_source(c) for c in nb["cells"] if c["cell_type"] == "code"]
     return sum(any(ASSERT.match(ln) for ln in s.splitlines()) for s in sources), len(sources)
 
 

@@ -22,11 +22,16 @@ SLIDE = re.compile(r"^#{1,2} ")
 SUBSLIDE = re.compile(r"^### ")
 
 
+def _source(cell: dict) -> str:
+    """A cell's source as one string (nbformat stores it as a string or a list of lines)."""
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+
+
 def slide_type(cell: dict) -> str:
     """``slide``, ``subslide`` or ``-`` (continue the current slide) for one cell."""
     if cell["cell_type"] != "markdown":
         return "-"
-    src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    src = _source(cell)
     first = src.lstrip().split("\n", 1)[0]
     if SLIDE.match(first):
         return "slide"
@@ -49,6 +54,11 @@ def _lines(text: str, kind: str) -> int:
     return sum(max(1, math.ceil(len(line) / CHARS_PER_LINE[kind])) for line in text.splitlines())
 
 
+def _markdown_px(text: str) -> int:
+    """Height (reveal.js px) of markdown text without headings."""
+    return _lines(text, "markdown") * LINE_PX["markdown"]
+
+
 def _png_size(b64: str) -> tuple[int, int]:
     head = base64.b64decode(b64[:64])
     return struct.unpack(">II", head[16:24])
@@ -56,11 +66,11 @@ def _png_size(b64: str) -> tuple[int, int]:
 
 def cell_height(cell: dict) -> int:
     """Estimated height (reveal.js px) of one cell with its outputs on a slide."""
-    src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    src = _source(cell)
     if cell["cell_type"] == "markdown":
         body = [ln for ln in src.splitlines() if not ln.startswith("#")]
         headings = len(src.splitlines()) - len(body)
-        return CELL_GAP_PX + headings * LINE_PX["heading"] + _lines("\n".join(body), "markdown") * LINE_PX["markdown"]
+        return CELL_GAP_PX + headings * LINE_PX["heading"] + _markdown_px("\n".join(body))
     height = CELL_GAP_PX + _lines(src, "code") * LINE_PX["code"]
     for out in cell.get("outputs", []):
         if out.get("output_type") == "stream":
@@ -81,7 +91,7 @@ def cell_height(cell: dict) -> int:
 
 def _is_setup(cell: dict) -> bool:
     """The lesson's import cell: only imports, comments and blank lines."""
-    src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    src = _source(cell)
     lines = [ln for ln in src.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     statements = re.sub(r"\([^)]*\)", "", "\n".join(lines), flags=re.S)
     return cell["cell_type"] == "code" and bool(lines) and all(
@@ -95,12 +105,12 @@ def _blocks(markdown: str) -> list[str]:
     for block in re.split(r"\n\s*\n", markdown.strip()):
         lines = block.splitlines()
         if not (len(lines) > 2 and lines[0].startswith("|") and lines[1].startswith("|")
-                and _lines(block, "markdown") * LINE_PX["markdown"] > SCREEN_PX):
+                and _markdown_px(block) > SCREEN_PX):
             out.append(block)
             continue
         head, rows, chunk = lines[:2], lines[2:], []
         for row in rows:
-            if chunk and _lines("\n".join(head + chunk + [row]), "markdown") * LINE_PX["markdown"] > SCREEN_PX - 80:
+            if chunk and _markdown_px("\n".join(head + chunk + [row])) > SCREEN_PX - 80:
                 out.append("\n".join(head + chunk))
                 chunk = []
             chunk.append(row)
@@ -116,7 +126,7 @@ def split_long_markdown(cells: list[dict]) -> list[dict]:
             out.append(cell)
             continue
         part: list[str] = []
-        for block in _blocks("".join(cell["source"]) if not isinstance(cell["source"], str) else cell["source"]):
+        for block in _blocks(_source(cell)):
             trial = {"cell_type": "markdown", "source": "\n\n".join(part + [block])}
             if part and cell_height(trial) > SCREEN_PX:
                 out.append({**cell, "metadata": dict(cell.get("metadata", {})), "source": "\n\n".join(part)})

@@ -75,6 +75,21 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=NO_AXE))
 
 
+@pytest.fixture(scope="module")
+def browser():
+    """The Chromium ``find_browser`` found, driven by Playwright, for one test module (tests marked
+    ``browser`` are skipped when there is none). Per module, not per session: Playwright's sync
+    API cannot run beside another Playwright (test_lesson_slides opens its own) or an asyncio loop
+    (test_dashboard_load)."""
+    from dashboard_server import launch_chromium
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = launch_chromium(p)
+        yield b
+        b.close()
+
+
 def _is_notebook(nodeid: str) -> bool:
     return ".ipynb" in nodeid
 

@@ -188,6 +188,19 @@ def launch_chromium(playwright):
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
 
 
+def set_int(page, css: str, value: int, timeout_ms: float) -> None:
+    """Type ``value`` into the readout of the IntSlider ``css`` and press Enter, as a person
+    does; waits until the readout shows it."""
+    from playwright.sync_api import expect
+
+    readout = page.locator(f"{css} .widget-readout")
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type(str(value))
+    page.keyboard.press("Enter")
+    expect(readout).to_have_text(str(value), timeout=timeout_ms)
+
+
 def is_local(url: str, port: int) -> bool:
     """True for the server's own http/ws URLs and for in-page blob:/data: URLs."""
     if url.startswith(("data:", "blob:http://127.0.0.1:", "about:")):

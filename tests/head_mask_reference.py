@@ -7,28 +7,35 @@ off: the same as ``mha_core``'s head_mask, which zeroes the head's output before
 
 from __future__ import annotations
 
+import contextlib
+import functools
+
 import numpy as np
 
 
-def zero_heads_hooks(layers, head_mask, width):
-    """Forward pre-hooks on each layer's output projection that zero the switched-off heads'
-    columns of its input (the concatenated head outputs): the reference's head mask."""
+@contextlib.contextmanager
+def zeroed_heads(projs, head_mask, width):
+    """Within the block, forward pre-hooks on each layer's output projection (``projs``) zero the
+    switched-off heads' columns of its input (the concatenated head outputs): the reference's
+    head mask. The hooks are removed on leaving the block."""
     import torch
 
+    def hook(_module, args, cols):
+        x = args[0].clone()
+        x[..., cols] = 0
+        return (x,)
+
     hooks = []
-    for i, proj in enumerate(layers):
-        off = np.flatnonzero(~head_mask[i])
-        if off.size == 0:
-            continue
-        cols = torch.from_numpy(np.concatenate([np.arange(h * width, (h + 1) * width) for h in off]))
-
-        def hook(_module, args, cols=cols):
-            x = args[0].clone()
-            x[..., cols] = 0
-            return (x,)
-
-        hooks.append(proj.register_forward_pre_hook(hook))
-    return hooks
+    try:
+        for i, proj in enumerate(projs):
+            off = np.flatnonzero(~head_mask[i])
+            if off.size:
+                cols = torch.from_numpy(np.concatenate([np.arange(h * width, (h + 1) * width) for h in off]))
+                hooks.append(proj.register_forward_pre_hook(functools.partial(hook, cols=cols)))
+        yield
+    finally:
+        for hk in hooks:
+            hk.remove()
 
 
 def head_masks(n_layers, n_heads, heads=(), seed=0):

@@ -50,19 +50,24 @@ def code_sources(name: str) -> list[str]:
     return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
 
 
+def output_text(cell: dict, sep: str = "") -> str:
+    """A code cell's stored text output: each stream's text, else each output's text/plain, joined by ``sep``."""
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            parts.append("".join(out["text"]))
+        elif "text/plain" in out.get("data", {}):
+            parts.append("".join(out["data"]["text/plain"]))
+    return sep.join(parts)
+
+
 def outputs(name: str, after: str) -> str:
     """The stored text output (streams and text/plain) of the one code cell containing ``after``."""
     nb = json.loads((NOTEBOOKS / name).read_text())
     cells = [c for c in nb["cells"] if c["cell_type"] == "code" and after in "".join(c["source"])]
     if len(cells) != 1:
         raise ValueError(f"after={after!r} matches {len(cells)} code cells of {name}, expected 1")
-    parts = []
-    for out in cells[0].get("outputs", []):
-        if out.get("output_type") == "stream":
-            parts.append("".join(out["text"]))
-        elif "text/plain" in out.get("data", {}):
-            parts.append("".join(out["data"]["text/plain"]))
-    return "".join(parts)
+    return output_text(cells[0])
 
 
 def problems(name: str, claims: list[Claim]) -> list[str]:

@@ -7,6 +7,7 @@ Callbacks are driven the way the browser drives them: by setting widget values, 
 from __future__ import annotations
 
 import pytest
+from widget_messages import assert_no_text_under_10_pt_on_the_page
 
 import mha_core as m
 from mha_core.ui import controls as C
@@ -70,12 +71,4 @@ def test_cost_panel_validates_its_starting_values(kwargs, exc, match):
 
 
 def test_cost_panel_figure_has_no_text_under_10_pt_on_the_page():
-    from mha_core.ui.viz import rendered_font_sizes
-
-    panel = CP.cost_panel()
-    fig = panel.plot.fig
-    shown_px_per_inch = int(panel.image.layout.width.removesuffix("px")) / fig.get_figwidth()
-    assert shown_px_per_inch == pytest.approx(96, abs=0.1) and fig.dpi == 2 * 96  # drawn at 2x, shown at 1x
-    # shown at `shown_px_per_inch` CSS px per inch: s pt reads as s * shown_px_per_inch / 96 pt on the page
-    on_page = [(text, pt * shown_px_per_inch / 96) for text, pt in rendered_font_sizes(fig, column_px=10**6)]
-    assert on_page and min(pt for _, pt in on_page) >= 10, on_page[:3]
+    assert_no_text_under_10_pt_on_the_page(CP.cost_panel())

@@ -22,10 +22,10 @@ from dashboard_server import (
     KernelSocket,
     http,
     is_local,
-    launch_chromium,
+    set_int,
     voila_server,
 )
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 import mha_core as m
 from mha_core.ui.controls import MAX_HEADS, divisors
@@ -77,14 +77,6 @@ def _record(name: str, seconds: float) -> None:
 def server():
     with voila_server("--preheat_kernel=True", "--pool_size=1") as srv:
         yield srv
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = launch_chromium(p)
-        yield b
-        b.close()
 
 
 class Recorder:
@@ -146,16 +138,6 @@ def loaded(browser, server):
 
 def _panel(page, name: str):
     return page.locator(f".mha-{name}-panel")
-
-
-def _set_int(page, css: str, value: int) -> None:
-    """Type ``value`` into an IntSlider's readout and press Enter."""
-    readout = page.locator(f"{css} .widget-readout")
-    readout.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.type(str(value))
-    page.keyboard.press("Enter")
-    expect(readout).to_have_text(str(value), timeout=UPDATE_TIMEOUT_MS)
 
 
 def _set_selection(page, css: str, index: int, label: str) -> None:
@@ -250,7 +232,7 @@ def test_forged_widget_messages_get_a_readable_message(loaded, server):
     four = divisors(512, MAX_HEADS).index(4)
     try:  # the two sliders' comm ids, from the kernel's echo of a real move of each
         h_id = sock.comm_moved(lambda: _set_selection(page, ".mha-shape-h", four, "4"), "index", four)
-        n_id = sock.comm_moved(lambda: _set_int(page, ".mha-shape-N", 12), "value", 12)
+        n_id = sock.comm_moved(lambda: set_int(page, ".mha-shape-N", 12, UPDATE_TIMEOUT_MS), "value", 12)
         sock.forge_update(h_id, {"index": 99})  # past the end of h's options
         expect(status).to_contain_text("ignored a value the page sent for h", timeout=UPDATE_TIMEOUT_MS)
         # a forged max lets a huge N through ipywidgets' own check: the callback refuses it
@@ -283,8 +265,8 @@ def test_shape_sliders_give_exact_numbers(loaded):
     _set_selection(page, ".mha-shape-d_model", SHAPE_D_MODELS.index(256), "256")
     expect(dk).to_have_text("16", timeout=UPDATE_TIMEOUT_MS)  # h = 16 still divides 256
     expect(page.locator(".mha-shape-panel .mha-params")).to_have_text(f"{4 * 256**2:,}")
-    _set_int(page, ".mha-shape-B", 3)
-    _set_int(page, ".mha-shape-N", 100)
+    set_int(page, ".mha-shape-B", 3, UPDATE_TIMEOUT_MS)
+    set_int(page, ".mha-shape-N", 100, UPDATE_TIMEOUT_MS)
     macs = m.count_macs(m.MHAConfig(256, 16), 100, batch=3)["total"]
     expect(page.locator(".mha-shape-panel .mha-macs")).to_have_text(f"{macs:,}", timeout=UPDATE_TIMEOUT_MS)
     ledger = _text(page, ".mha-shape-ledger")
@@ -325,7 +307,7 @@ def test_head_controls_change_the_heatmap(loaded):
         page.keyboard.press("ArrowRight")
         _record("h slider to pixels, first visit of that h (ms)", _wait_painted(page, t0))
         expect(page.locator(".mha-heads-h .widget-readout")).to_have_text(expected)
-    _set_int(page, ".mha-heads-N", 64)
+    set_int(page, ".mha-heads-N", 64, UPDATE_TIMEOUT_MS)
     expect(caption).to_contain_text("h=16, N=64, no mask", timeout=UPDATE_TIMEOUT_MS)
     expect(page.locator(f"{HEATMAP} canvas")).to_have_count(16)
     page.wait_for_timeout(200)
@@ -366,7 +348,7 @@ def test_slider_to_pixels_latency(loaded):
     page, _ = loaded
     caption = page.locator(".mha-heads-caption")
     _set_selection(page, ".mha-heads-h", HEAD_CHOICES.index(16), "16")
-    _set_int(page, ".mha-heads-N", 64)
+    set_int(page, ".mha-heads-N", 64, UPDATE_TIMEOUT_MS)
     expect(caption).to_contain_text("h=16, N=64", timeout=UPDATE_TIMEOUT_MS)
     page.wait_for_timeout(300)
     n_handle = page.locator(".mha-heads-N .noUi-handle")
@@ -431,7 +413,7 @@ def test_cost_and_kv_panels(loaded):
 
 def _show_heads(page, h: int, n: int) -> None:
     _set_selection(page, ".mha-heads-h", HEAD_CHOICES.index(h), str(h))
-    _set_int(page, ".mha-heads-N", n)
+    set_int(page, ".mha-heads-N", n, UPDATE_TIMEOUT_MS)
     expect(page.locator(".mha-heads-caption")).to_contain_text(f"h={h}, N={n}", timeout=UPDATE_TIMEOUT_MS)
     expect(page.locator(f"{HEATMAP} canvas")).to_have_count(h)
 
@@ -601,14 +583,19 @@ LABEL_BOXES = """(root) => {
 }"""
 
 
+def _set_shape(page, B: int, N: int, d_model: int, h: int) -> None:
+    """Set the shape explorer's B, N, d_model and h as a person does."""
+    set_int(page, ".mha-shape-B", B, UPDATE_TIMEOUT_MS)
+    set_int(page, ".mha-shape-N", N, UPDATE_TIMEOUT_MS)
+    _set_selection(page, ".mha-shape-h", 0, "1")  # h = 1 divides every d_model
+    _set_selection(page, ".mha-shape-d_model", SHAPE_D_MODELS.index(d_model), str(d_model))
+    _set_selection(page, ".mha-shape-h", divisors(d_model, MAX_HEADS).index(h), str(h))
+
+
 def _shape_labels_apart(page, width: int) -> None:
     """No label of the shape diagram overprints another or is cut off, for several settings."""
     for B, N, d_model, h in ((2, 10, 512, 8), (4, 128, 1024, 64), (1, 1, 16, 1)):
-        _set_int(page, ".mha-shape-B", B)
-        _set_int(page, ".mha-shape-N", N)
-        _set_selection(page, ".mha-shape-h", 0, "1")  # h = 1 divides every d_model
-        _set_selection(page, ".mha-shape-d_model", SHAPE_D_MODELS.index(d_model), str(d_model))
-        _set_selection(page, ".mha-shape-h", divisors(d_model, MAX_HEADS).index(h), str(h))
+        _set_shape(page, B, N, d_model, h)
         expect(page.locator(".mha-boxes-title")).to_have_text(
             f"B={B}, N={N}, d_model={d_model}, h={h}, d_k={d_model // h}", timeout=UPDATE_TIMEOUT_MS)
         found = page.evaluate(LABEL_BOXES, ".mha-shape-boxes")
@@ -646,11 +633,7 @@ def test_screens_phone_tablet_desktop(loaded, width):
     page.set_viewport_size({"width": width, "height": 900})
     page.wait_for_timeout(600)
     _shape_labels_apart(page, width)
-    _set_int(page, ".mha-shape-B", 2)
-    _set_int(page, ".mha-shape-N", 10)
-    _set_selection(page, ".mha-shape-h", 0, "1")
-    _set_selection(page, ".mha-shape-d_model", SHAPE_D_MODELS.index(512), "512")
-    _set_selection(page, ".mha-shape-h", divisors(512, MAX_HEADS).index(8), "8")
+    _set_shape(page, 2, 10, 512, 8)
     _show_heads(page, 4, 20)
     page.locator(".mha-heads-query select").select_option(label="8: it")
     layout = page.evaluate(LAYOUT)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from pathlib import Path
 
 import pytest
-from dashboard_server import CHROMIUM, REPO, launch_chromium
+from dashboard_server import REPO, launch_chromium
 
 from mha_core import MHAConfig, count_macs, count_params, kv_cache_bytes
 
@@ -38,8 +37,6 @@ def test_main_writes_the_page(tmp_path):
 def test_it_prints_on_one_page(tmp_path):
     from playwright.sync_api import sync_playwright
 
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this)")
     out = handout.main([str(tmp_path / "handout.html")])
     with sync_playwright() as p:
         browser = launch_chromium(p)

@@ -6,14 +6,12 @@ Callbacks are driven the way the browser drives them: by setting widget values, 
 
 from __future__ import annotations
 
-import html
-import re
 import sys
 import types
 
 import numpy as np
 import pytest
-from widget_messages import forge
+from widget_messages import forge, plain_text
 
 import mha_core as m
 import mha_core.training
@@ -196,10 +194,6 @@ def test_head_explorer_validates_its_starting_values(kwargs, exc, match):
 
 # -- checks that used to run inside notebook 04: the head explorer it embeds ---------------------
 
-def _status_text(panel) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", panel.status.value))
-
-
 def test_head_explorer_query_choices_follow_N_and_the_causal_maps_are_exact():
     probe = H.head_explorer(h=8, N=20)
     probe.N.value = 30
@@ -209,7 +203,7 @@ def test_head_explorer_query_choices_follow_N_and_the_causal_maps_are_exact():
     assert w_30.shape == (8, 30, 30) and np.all(w_30[:, ~m.causal_mask(30)] == 0.0)
     assert "causal mask" in title
     assert probe.refresh(query=99) is False  # refused; the last figure stays
-    assert "query must be -1 (none) or a token position 0..29, got 99" in _status_text(probe)
+    assert "query must be -1 (none) or a token position 0..29, got 99" in plain_text(probe.status.value)
 
 
 def test_notebook_04_static_maps_are_the_explorers_maps():

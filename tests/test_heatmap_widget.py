@@ -35,6 +35,15 @@ def test_alt_text_names_the_strongest_cells_and_the_query():
     assert "query 2 't2' attends most to key 4 't4'" in text
 
 
+def test_show_takes_a_given_alt_text_instead_of_its_own():
+    weights, labels = _weights()
+    grid = HeatmapGrid()
+    grid.show(weights, labels, title="T")
+    assert grid.alt == heatmap_alt_text(weights, labels, title="T")
+    grid.show(weights, labels, title="T", alt="the real model's head")
+    assert grid.alt == "the real model's head"
+
+
 @pytest.mark.parametrize("query", [5, -2])
 def test_bad_query_is_refused(query):
     weights, labels = _weights()

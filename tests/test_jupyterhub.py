@@ -89,6 +89,7 @@ c.JupyterHub.load_roles = [{{"name": "mha-test", "services": ["mha-test"],
 
 @contextlib.contextmanager
 def hub(work: Path):
+    """Run JupyterHub (config in ``work``) on a free port; yields its URL and that port."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("JUPYTER_PATH", "JUPYTER_CONFIG_PATH")}
     keep = {k: os.environ[k] for k in ("MHA_SHARED_CACHE", "MHA_MODELS_DIR") if k in os.environ}
@@ -111,7 +112,7 @@ def hub(work: Path):
             assert proc.poll() is None, f"jupyterhub exited:\n{(work / 'hub.log').read_text()[-3000:]}"
             assert time.monotonic() < deadline, f"jupyterhub did not start:\n{(work / 'hub.log').read_text()[-3000:]}"
             time.sleep(0.5)
-        yield url, proc
+        yield url, port
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)  # the hub stops the user servers it spawned
@@ -189,8 +190,7 @@ def test_three_students_on_a_real_jupyterhub(tmp_path):
     _requirements()
     from playwright.sync_api import sync_playwright
 
-    with hub(tmp_path) as (url, _proc), sync_playwright() as p:
-        port = int(url.rsplit(":", 1)[1].strip("/"))
+    with hub(tmp_path) as (url, port), sync_playwright() as p:
         browser = launch_chromium(p)
         try:
             seen = {user: _login_and_use_the_dashboard(browser, url, user, port) for user in USERS}

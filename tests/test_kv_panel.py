@@ -6,11 +6,8 @@ Callbacks are driven the way the browser drives them: by setting widget values, 
 
 from __future__ import annotations
 
-import html
-import re
-
 import pytest
-from widget_messages import forge
+from widget_messages import assert_no_text_under_10_pt_on_the_page, forge, plain_text
 
 from mha_core.ui import controls as C
 from mha_core.ui import kv_panel as KV
@@ -61,22 +58,10 @@ def test_kv_cache_panel_validates_its_starting_values(kwargs, exc, match):
 
 
 def test_kv_cache_panel_figure_has_no_text_under_10_pt_on_the_page():
-    from mha_core.ui.viz import rendered_font_sizes
-
-    panel = KV.kv_cache_panel()
-    fig = panel.plot.fig
-    shown_px_per_inch = int(panel.image.layout.width.removesuffix("px")) / fig.get_figwidth()
-    assert shown_px_per_inch == pytest.approx(96, abs=0.1) and fig.dpi == 2 * 96  # drawn at 2x, shown at 1x
-    # shown at `shown_px_per_inch` CSS px per inch: s pt reads as s * shown_px_per_inch / 96 pt on the page
-    on_page = [(text, pt * shown_px_per_inch / 96) for text, pt in rendered_font_sizes(fig, column_px=10**6)]
-    assert on_page and min(pt for _, pt in on_page) >= 10, on_page[:3]
+    assert_no_text_under_10_pt_on_the_page(KV.kv_cache_panel())
 
 
 # -- checks that used to run inside notebook 06: the KV-cache readout -----------------------------
-
-def _status_text(panel) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", panel.status.value))
-
 
 def test_kv_cache_panel_readout_for_gqa_and_refusals():
     large = list(KV.KV_MODELS)[-1]  # d_model=4096, h=32, 32 layers
@@ -85,4 +70,4 @@ def test_kv_cache_panel_readout_for_gqa_and_refusals():
     p = KV.kv_cache_panel(model=large)
     p.n_kv.value = 8
     assert "GQA" in p.numbers.value
-    assert p.refresh(n_kv=3) is False and "n_kv=3" in _status_text(p)
+    assert p.refresh(n_kv=3) is False and "n_kv=3" in plain_text(p.status.value)

@@ -11,29 +11,15 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import pytest
-
-NOTEBOOKS = Path(__file__).parent.parent / "notebooks"
+from lesson_claims import NOTEBOOKS, code_sources, markdown_text, output_text
 
 
 def _outputs(name: str) -> str:
     """Every printed output of the notebook, cell after cell, as one text."""
     nb = json.loads((NOTEBOOKS / name).read_text())
-    text = []
-    for cell in nb["cells"]:
-        for out in cell.get("outputs", []):
-            if "text" in out:
-                text.append("".join(out["text"]))
-            elif "text/plain" in out.get("data", {}):
-                text.append("".join(out["data"]["text/plain"]))
-    return "\n".join(text)
-
-
-def _prose(name: str) -> str:
-    nb = json.loads((NOTEBOOKS / name).read_text())
-    return "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    return "\n".join(text for cell in nb["cells"] if (text := output_text(cell, "\n")))
 
 
 def _floats(pattern: str, text: str) -> list[float]:
@@ -60,9 +46,7 @@ def heads():
 
 def test_no_lesson_cell_asserts():
     for name in ("09_the_block.ipynb", "10_real_heads.ipynb"):
-        nb = json.loads((NOTEBOOKS / name).read_text())
-        code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-        assert not [c for c in code if re.search(r"^\s*assert\b", c, re.M)], name
+        assert not [c for c in code_sources(name) if re.search(r"^\s*assert\b", c, re.M)], name
 
 
 # ------------------------------------------------------------------ 09_the_block
@@ -261,10 +245,10 @@ def test_what_was_measured_with_it(heads):
 
 
 def test_the_subject_claim_is_gone():
-    assert "marks the" not in _prose("10_real_heads.ipynb")
-    assert "sentence's subject" not in _prose("10_real_heads.ipynb")
+    assert "marks the" not in markdown_text("10_real_heads.ipynb")
+    assert "sentence's subject" not in markdown_text("10_real_heads.ipynb")
 
 
 def test_vocabulary_size_is_never_called_v():
     for name in ("09_the_block.ipynb", "10_real_heads.ipynb"):
-        assert not re.search(r"\bV\s*=\s*\d", _prose(name) + _outputs(name)), name
+        assert not re.search(r"\bV\s*=\s*\d", markdown_text(name) + _outputs(name)), name

@@ -21,6 +21,7 @@ import re
 from pathlib import Path
 
 import pytest
+from lesson_claims import output_text
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 LESSONS = sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb") if p.name not in ("09_the_block.ipynb", "10_real_heads.ipynb"))
@@ -54,14 +55,10 @@ def _numbers(text: str) -> set[str]:
 
 
 def _evidence(cell: dict) -> str:
-    parts = ["".join(cell["source"])]
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "stream":
-            parts.append("".join(out["text"]))
-        data = out.get("data", {})
-        parts.append("".join(data.get("text/plain", "")))
-        parts += [html.unescape(a) for a in re.findall(r'alt="([^"]*)"', "".join(data.get("text/html", "")))]
-    return "\n".join(parts)
+    """A code cell's source, its stored text output and its images' alt texts."""
+    alts = [html.unescape(a) for out in cell.get("outputs", [])
+            for a in re.findall(r'alt="([^"]*)"', "".join(out.get("data", {}).get("text/html", "")))]
+    return "\n".join(["".join(cell["source"]), output_text(cell, "\n"), *alts])
 
 
 def _sections(nb: dict) -> list[tuple[str, list[dict]]]:
@@ -109,7 +106,7 @@ def test_every_prose_number_is_printed_or_checked(path):
     assert unbacked_numbers(path) == []
 
 
-def test_the_rule_catches_a_typed_number():
+def test_the_rule_catches_a_typed_number(tmp_path):
     nb = {"cells": [
         {"cell_type": "markdown", "source": ["## 1 · A section\n", "The layer has 1,048,576 weights "
                                              "and 3 heads; notebook 06 and 2017 do not count.\n"]},
@@ -117,13 +114,9 @@ def test_the_rule_catches_a_typed_number():
             {"output_type": "stream", "text": ["1048576\n"]}]},
         {"cell_type": "markdown", "source": ["## 2 · Another\n", "It takes 0.53 ms.\n"]},
     ]}
-    tmp = NOTEBOOKS.parent / "build" / "prose_numbers_probe.ipynb"
-    tmp.parent.mkdir(exist_ok=True)
-    tmp.write_text(json.dumps(nb))
-    try:
-        assert unbacked_numbers(tmp) == ["## 2 · Another: 0.53"]
-    finally:
-        tmp.unlink()
+    probe = tmp_path / "prose_numbers_probe.ipynb"
+    probe.write_text(json.dumps(nb))
+    assert unbacked_numbers(probe) == ["## 2 · Another: 0.53"]
 
 
 GUIDE = NOTEBOOKS.parent / "docs" / "teachers_guide.md"

@@ -13,8 +13,8 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from dashboard_server import launch_chromium, voila_server
-from playwright.sync_api import expect, sync_playwright
+from dashboard_server import set_int, voila_server
+from playwright.sync_api import expect
 
 from mha_core.ui import real_heads_panel as R
 
@@ -46,14 +46,6 @@ def _models_cached() -> None:
 
 
 @pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = launch_chromium(p)
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
 def page(browser):
     _models_cached()
     with voila_server() as srv:
@@ -81,16 +73,6 @@ def _press(page, css: str, key: str) -> float:
     page.keyboard.press(key)
     page.wait_for_function("t0 => window.__real.painted > t0", arg=t0, timeout=UPDATE_TIMEOUT_MS)
     return page.evaluate("window.__real.painted") - t0
-
-
-def _type(page, css: str, value: int) -> None:
-    """Type ``value`` into a slider's readout and press Enter."""
-    readout = page.locator(f"{css} .widget-readout")
-    readout.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.type(str(value))
-    page.keyboard.press("Enter")
-    expect(readout).to_have_text(str(value), timeout=UPDATE_TIMEOUT_MS)
 
 
 def _sentence(page, text: str) -> None:
@@ -125,7 +107,7 @@ def test_layer_and_head_switch_latency(page):
         page.locator(".mha-real-model select").select_option(label=R.MODELS[model])
         expect(_caption(page)).to_contain_text(f"of {layers}", timeout=UPDATE_TIMEOUT_MS)
         for css in (".mha-real-layer", ".mha-real-head"):  # from layer 0, head 0: arrows have room
-            _type(page, css, 0)
+            set_int(page, css, 0, UPDATE_TIMEOUT_MS)
         for css, name in ((".mha-real-head", "head"), (".mha-real-layer", "layer")):
             for key, kind, pause_ms in (("ArrowRight", "first view, back to back", 0),
                                         ("ArrowLeft", "revisit", 0),
@@ -138,6 +120,13 @@ def test_layer_and_head_switch_latency(page):
         expect(_caption(page)).to_contain_text("head 0 of", timeout=UPDATE_TIMEOUT_MS)
         if model == "smollm2":
             assert "4-bit quantised" in _caption(page).inner_text()
+    assert page.console_errors == []
+
+
+def timing_report() -> list[str]:
+    """The switch timings measured in this run; tests/conftest.py prints them in the terminal summary."""
+    if not TIMINGS:
+        return []
     lines = ["", "real-heads panel, key press to new pixels (this machine, this run):"]
     for name, values in TIMINGS.items():
         q = statistics.quantiles(values, n=10)
@@ -145,8 +134,7 @@ def test_layer_and_head_switch_latency(page):
     both = [v for values in TIMINGS.values() for v in values]
     lines.append(f"  all switches: p50 {statistics.median(both):.0f}, "
                  f"p90 {statistics.quantiles(both, n=10)[-1]:.0f}, n={len(both)}")
-    print("\n".join(lines))
-    assert page.console_errors == []
+    return lines
 
 
 def test_the_xss_sentence_renders_as_text(page):
@@ -213,7 +201,7 @@ def test_switching_model_after_the_induction_demo(page):
         _pick_model(page, model)
         expect(_caption(page)).to_contain_text(f"of {layers}", timeout=UPDATE_TIMEOUT_MS)
         for css, top in ((".mha-real-layer", layers - 1), (".mha-real-head", heads - 1)):
-            _type(page, css, top)  # the last layer and head of this model
+            set_int(page, css, top, UPDATE_TIMEOUT_MS)  # the last layer and head of this model
         expect(_caption(page)).to_contain_text(f"layer {layers - 1} of", timeout=UPDATE_TIMEOUT_MS)
         _pick_model(page, to)
         expect(_caption(page)).to_contain_text(f"of {to_layers}", timeout=UPDATE_TIMEOUT_MS)

@@ -14,16 +14,11 @@ from html.parser import HTMLParser
 
 import pytest
 from fake_models import fake_loader
+from widget_messages import forge
 
 from mha_core.ui import real_heads_panel as R
 
 XSS = "<img src=x onerror=alert(1)>"
-
-
-def _forge(widget, state: dict) -> None:
-    """Deliver an update message to ``widget`` as the kernel's comm layer would."""
-    widget._handle_msg({"content": {"data": {"method": "update", "state": state, "buffer_paths": []}},
-                        "buffers": []})
 
 
 class Tags(HTMLParser):
@@ -176,8 +171,8 @@ def test_the_example_button_restores_the_example(panel):
 
 
 def test_forged_slider_values_past_the_ends_are_clamped_and_shown(panel):
-    _forge(panel.layer, {"value": 99})
-    _forge(panel.head, {"value": -3})
+    forge(panel.layer, {"value": 99})
+    forge(panel.head, {"value": -3})
     assert panel.status.value == ""
     assert (panel.layer.value, panel.head.value) == (1, 0)
     assert "<b>layer 1</b>" in panel.label.value and "<b>head 0</b>" in panel.label.value
@@ -186,7 +181,7 @@ def test_forged_slider_values_past_the_ends_are_clamped_and_shown(panel):
 @pytest.mark.parametrize(("control", "state"), [("head", {"value": "x"}), ("model", {"index": 7}),
                                                  ("sentence", {"value": 5})])
 def test_forged_values_are_reported_not_raised(panel, control, state):
-    _forge(getattr(panel, control), state)
+    forge(getattr(panel, control), state)
     assert "ignored a value" in panel.status.value
     assert "layer 0" in panel.label.value
 

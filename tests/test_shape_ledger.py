@@ -49,6 +49,15 @@ def test_gqa_ledger_names_n_kv_and_the_grouped_scores():
     assert "(n_kv=1, h/n_kv=4, N_q=5, N_k=5)" in mqa and "(N=5, n_kv*d_k=4)" in mqa
 
 
+def test_gqa_svg_labels_say_n_kv_like_the_ledger():
+    # the diagram's screen-reader labels carry the grouped symbols too, not h for the K heads
+    svg = shape_ledger.shape_boxes_svg(_steps(B=2, N=5, d_model=16, h=4, n_kv=2))
+    assert "aria-label='K heads: (B=2, n_kv=2, N=5, d_k=4)'" in svg
+    assert "aria-label='scores = Q K^T / sqrt(d_k): (B=2, n_kv=2, h/n_kv=2, N_q=5, N_k=5)'" in svg
+    assert "aria-label='Q heads: transpose: (B=2, h=4, N=5, d_k=4)'" in svg
+    assert "K heads: (B=2, h=2" not in svg
+
+
 def test_step_symbols_unknown_step():
     assert shape_ledger.step_symbols("something new", (2, 3)) is None
 

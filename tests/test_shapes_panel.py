@@ -6,11 +6,9 @@ Callbacks are driven the way the browser drives them: by setting widget values, 
 
 from __future__ import annotations
 
-import html
-import re
-
 import numpy as np
 import pytest
+from widget_messages import plain_text
 
 import mha_core as m
 from mha_core.ui import controls as C
@@ -95,10 +93,6 @@ def test_shape_explorer_validates_its_starting_values(kwargs, exc, match):
 
 # -- checks that used to run inside notebook 02: the shape explorer it embeds --------------------
 
-def _status_text(panel) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", panel.status.value))
-
-
 def test_shape_explorer_h_follows_d_model_and_its_ledger_is_the_trace():
     probe = S.shape_explorer(B=3, N=5, d_model=512, h=8)
     for width in (768, 64):
@@ -108,4 +102,4 @@ def test_shape_explorer_h_follows_d_model_and_its_ledger_is_the_trace():
     x = np.zeros((3, 5, 64), np.float32)  # (B, N, d_model)
     assert panel_ledger == m.trace_shapes(x, m.init_params(m.MHAConfig(64, 4), 0), 4)
     assert probe.refresh(h=5) is False  # refused, the previous figures stay
-    assert "h=5 does not divide d_model=64" in _status_text(probe)
+    assert "h=5 does not divide d_model=64" in plain_text(probe.status.value)

@@ -28,12 +28,10 @@ import nbformat
 import numpy as np
 import pytest
 from bs4 import BeautifulSoup
-from dashboard_server import CHROMIUM, REPO, launch_chromium
-from playwright.sync_api import sync_playwright
+from dashboard_server import AXE, NO_AXE, REPO
 
 pytestmark = pytest.mark.browser
 
-AXE = REPO / "tests" / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
 SCREENSHOTS = REPO / "build" / "screenshots"
 WIDTHS = (1366, 390)
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -184,16 +182,6 @@ def server(site):
     thread.join()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this)")
-    with sync_playwright() as p:
-        b = launch_chromium(p)
-        yield b
-        b.close()
-
-
 def _page(browser, server, width: int, outside: list[str], errors: list[str]):
     context = browser.new_context(viewport={"width": width, "height": 900})
 
@@ -241,7 +229,7 @@ def test_every_page_offline_accessible_and_whole(site, server, browser, width):
     """Every page at this width: no request outside 127.0.0.1, no console error, maths typeset,
     heatmaps drawn, no sideways scroll, every image with alt text, and axe-core finds no serious
     or critical WCAG 2.1 AA violation."""
-    assert AXE.exists(), f"{AXE} is missing: npm ci --prefix tests/a11y (make test does this)"
+    assert AXE.is_file(), NO_AXE
     _, summary = site
     outside: list[str] = []
     errors: list[str] = []

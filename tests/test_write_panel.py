@@ -3,12 +3,12 @@ the chosen head's attention row, every token HTML-escaped, bad input refused wit
 
 from __future__ import annotations
 
-import html
 import re
 
 import numpy as np
 import pytest
 from fake_models import FakeModel, fake_loader
+from widget_messages import plain_text
 
 from mha_core.models.smollm2 import Step
 from mha_core.ui import write_panel as W
@@ -40,10 +40,6 @@ def _panel(prompt=W.EXAMPLE_PROMPT):
     return W.WritePanel(load=load, prompt=prompt)
 
 
-def _text(html_str: str) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", html_str))
-
-
 def test_writing_shows_one_row_per_new_token_with_the_chosen_heads_row():
     p = _panel("one two three")
     p.length.value = 5
@@ -51,7 +47,7 @@ def test_writing_shows_one_row_per_new_token_with_the_chosen_heads_row():
     assert len(p.steps) == 5 and p.rows.value.count("mha-write-row") == 5
     assert (p.layer.max, p.head.max) == (2, 3)
     assert "4-bit quantised" in p.caption.value and f"at most {W.MAX_NEW_TOKENS} new tokens" in p.caption.value
-    assert _text(p.text.value) == "<s>onetwothreeonetwothreeonetwo"
+    assert plain_text(p.text.value) == "<s>onetwothreeonetwothreeonetwo"
     # head 0 of the fake is a previous-token head: the query before each new token is the last
     # token, so the strongest key of row k is token t-2 (the one before the query)
     p.head.value = 0
@@ -83,7 +79,7 @@ def test_row_html_shades_by_weight_and_checks_its_input():
 def test_bad_prompts_give_a_message(prompt, message):
     p = _panel(prompt)
     assert not p.write()
-    assert message in _text(p.status.value) and p.steps == []
+    assert message in plain_text(p.status.value) and p.steps == []
 
 
 def test_a_forged_length_or_prompt_is_refused():
@@ -91,14 +87,14 @@ def test_a_forged_length_or_prompt_is_refused():
     p.length.set_state({"value": 10_000})  # a forged value from the browser: clamped to the cap
     assert p.length.value == W.MAX_NEW_TOKENS
     p.length.set_state({"value": "ten"})
-    assert "refused value" in _text(p.status.value) and p.length.value == W.MAX_NEW_TOKENS
+    assert "refused value" in plain_text(p.status.value) and p.length.value == W.MAX_NEW_TOKENS
     p.prompt.set_state({"value": 42})
-    assert "refused value" in _text(p.status.value)
+    assert "refused value" in plain_text(p.status.value)
 
 
 def test_a_missing_model_names_make_models():
     p = W.WritePanel(load=fake_loader(available=("minilm",)))
-    assert "make models" in _text(p.status.value)
+    assert "make models" in plain_text(p.status.value)
     assert not p.write()
 
 
@@ -113,6 +109,6 @@ def test_the_real_model_writes(smollm2):
     p = W.WritePanel(prompt="The capital of France is")
     p.length.value = 2
     assert p.write()
-    assert _text(p.text.value).startswith("The capital of France is Paris")
+    assert plain_text(p.text.value).startswith("The capital of France is Paris")
     assert (p.layer.max, p.head.max) == (29, 8)
     assert p.steps[0].weights.shape == (30, 9, 5)

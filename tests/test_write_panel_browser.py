@@ -7,10 +7,8 @@ appear one at a time, each with the chosen head's attention row; the prompt
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from dashboard_server import CHROMIUM, launch_chromium, voila_server
+from dashboard_server import launch_chromium, voila_server
 from playwright.sync_api import expect, sync_playwright
 
 pytestmark = pytest.mark.browser
@@ -33,8 +31,6 @@ ROW_PROBE = """() => {
 
 @pytest.fixture(scope="module")
 def page():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does this)")
     from mha_core.models import load
 
     load("smollm2")  # raises with a message naming `make models`

@@ -21,14 +21,15 @@ The worked solutions are in ``notebooks/solutions/block_solutions.ipynb``.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
+from ..core.layer_args import BIAS_NAMES, WEIGHT_NAMES
 from ..core.mha import multi_head_attention
 from ..models import blocks
-from .exercises import Feedback
+from .exercises import Feedback, _call, _copy_args, _not_attempted
 
 __all__ = ["LAYER_MISTAKES", "RMS_NORM_MISTAKES", "check_encoder_layer", "check_rms_norm"]
 
@@ -36,8 +37,6 @@ RMS_EPS = 1e-5  # SmolLM2's epsilon
 RMS_RTOL, RMS_ATOL = 1e-7, 1e-9  # float64 inputs: a right answer agrees to ~1e-15
 LAYER_ATOL = 2e-4  # float32 through one real layer: a right answer agrees to ~1e-5
 LAYER_TEXT = "The animal didn't cross the street because it was too tired."
-ATTENTION = ("W_Q", "W_K", "W_V", "W_O")
-BIASES = ("b_Q", "b_K", "b_V", "b_O")
 
 
 def _rms_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
@@ -69,7 +68,7 @@ def _rms(x, w, eps, *, centre=False, sqrt=True, eps_inside=True, axis=-1, agg="m
 RMS_NORM_MISTAKES: dict[str, tuple[str, str, Callable]] = {
     "centred": ("x minus its mean, then scaled: that is LayerNorm without its bias",
                 "RMSNorm does not subtract the mean; divide x itself by sqrt(mean(x**2) + eps)",
-                lambda x, w, e: _rms(x, w, e, centre=True)),
+                partial(_rms, centre=True)),
     "std_not_rms": ("x divided by its standard deviation",
                     "x.std() subtracts the mean first; RMSNorm uses the root of the mean of x**2",
                     lambda x, w, e: x / np.sqrt(x.var(axis=-1, keepdims=True) + e) * w),
@@ -79,29 +78,23 @@ RMS_NORM_MISTAKES: dict[str, tuple[str, str, Callable]] = {
                lambda x, w, e: _rms(x, w, 0.0)),
     "no_sqrt": ("x divided by mean(x**2) + eps, without the square root",
                 "take the square root: divide by sqrt(mean(x**2) + eps)",
-                lambda x, w, e: _rms(x, w, e, sqrt=False)),
+                partial(_rms, sqrt=False)),
     "eps_outside_sqrt": ("x / (sqrt(mean(x**2)) + eps)",
                          "eps goes inside the square root: sqrt(mean(x**2) + eps)",
-                         lambda x, w, e: _rms(x, w, e, eps_inside=False)),
+                         partial(_rms, eps_inside=False)),
     "sum_not_mean": ("x divided by sqrt(sum(x**2) + eps)",
                      "use the mean of x**2 over the features, not their sum",
-                     lambda x, w, e: _rms(x, w, e, agg="sum")),
+                     partial(_rms, agg="sum")),
     "wrong_axis": ("a root-mean-square over the tokens (axis 0) instead of over each token's features",
                    "normalise each token on its own: mean over the last axis, keepdims=True",
-                   lambda x, w, e: _rms(x, w, e, axis=0)),
+                   partial(_rms, axis=0)),
     "whole_array": ("one root-mean-square of the whole array",
                     "normalise each token on its own: np.mean(x**2, axis=-1, keepdims=True)",
-                    lambda x, w, e: _rms(x, w, e, axis=None)),
+                    partial(_rms, axis=None)),
     "no_weight": ("the normalised x without the learned weight",
                   "multiply by weight at the end (one learned scale per feature)",
-                  lambda x, w, e: _rms(x, w, e, weight=False)),
+                  partial(_rms, weight=False)),
 }
-
-
-def _call(fn: Callable, args: tuple):
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        return fn(*args)
 
 
 def _calls_library(fn: Callable, names: tuple[str, ...]) -> str | None:
@@ -123,15 +116,14 @@ def _calls_library(fn: Callable, names: tuple[str, ...]) -> str | None:
 
 def _compare(fn, args, expected, mistakes, label, rtol, atol, what) -> tuple[Feedback | None, np.ndarray | None]:
     """``(None, output)`` when ``fn(*args)`` is right; otherwise ``(Feedback saying why not, None)``."""
-    copies = tuple(a.copy() if isinstance(a, np.ndarray) else
-                   ({k: v.copy() for k, v in a.items()} if isinstance(a, dict) else a) for a in args)
-    try:
-        got = _call(fn, copies)
-    except NotImplementedError:
-        return Feedback(False, f"Your {what} still raises NotImplementedError: replace that line with your "
-                               "code, then run this cell again.", attempted=False), None
-    except Exception as e:  # the reader's bug is reported, not raised
+    copies = _copy_args(args)
+    outcome = _call(fn, copies)  # numpy warnings silenced, an exception returned
+    if isinstance(outcome.error, NotImplementedError):
+        return _not_attempted(what), None
+    if outcome.error is not None:  # the reader's bug is reported, not raised
+        e = outcome.error
         return Feedback(False, f"Your {what} raised {type(e).__name__}: {e} (on {label})."), None
+    got = outcome.value
     if not isinstance(got, np.ndarray):
         return Feedback(False, f"Your {what} returned a {type(got).__name__}; expected a numpy array "
                                f"(on {label})."), None
@@ -177,7 +169,7 @@ def check_rms_norm(fn: Callable) -> Feedback:
 # ------------------------------------------------------------------ one real MiniLM layer
 
 def _attn(x, p, n_heads, *, biases=True, causal=False):
-    keys = ATTENTION + (BIASES if biases else ())
+    keys = WEIGHT_NAMES + (BIAS_NAMES if biases else ())
     return multi_head_attention(x, {k: p[k] for k in keys}, n_heads, causal=causal)  # (N, d_model)
 
 
@@ -210,31 +202,31 @@ LAYER_MISTAKES: dict[str, tuple[str, str, Callable]] = {
     "pre_norm": ("a pre-norm layer, x + attention(norm(x)), as in SmolLM2",
                  "MiniLM (like the original BERT) is post-norm: x = layer_norm(x + attention(x)), then "
                  "x = layer_norm(x + ffn(x))",
-                 lambda x, p, h, e: _pre(x, p, h, e)),
+                 _pre),
     "no_attention_residual": ("layer_norm(attention(x)) without adding x back",
                               "keep the residual stream: layer_norm(x + attention(x))",
-                              lambda x, p, h, e: _post(x, p, h, e, res1=False)),
+                              partial(_post, res1=False)),
     "no_ffn_residual": ("layer_norm(ffn(y)) without adding y back",
                         "keep the residual stream: layer_norm(y + ffn(y))",
-                        lambda x, p, h, e: _post(x, p, h, e, res2=False)),
+                        partial(_post, res2=False)),
     "no_biases": ("attention without its biases b_Q, b_K, b_V, b_O",
                   "pass the biases to multi_head_attention too: BERT's projections have them",
-                  lambda x, p, h, e: _post(x, p, h, e, biases=False)),
+                  partial(_post, biases=False)),
     "causal": ("attention with a causal mask",
                "an encoder is bidirectional: every token sees every token, so no mask",
-               lambda x, p, h, e: _post(x, p, h, e, causal=True)),
+               partial(_post, causal=True)),
     "rms_norm": ("RMSNorm in place of LayerNorm",
                  "BERT uses LayerNorm, which subtracts the mean and adds a bias (ln1_b, ln2_b)",
-                 lambda x, p, h, e: _post(x, p, h, e, norm="rms")),
+                 partial(_post, norm="rms")),
     "relu": ("a ReLU feed-forward block",
              "BERT's feed-forward uses GELU: blocks.gelu, or blocks.gelu_mlp for the whole block",
-             lambda x, p, h, e: _post(x, p, h, e, act=lambda z: np.maximum(z, 0))),
+             partial(_post, act=lambda z: np.maximum(z, 0))),
     "no_second_norm": ("the layer without its second LayerNorm",
                        "normalise after the feed-forward too: layer_norm(y + ffn(y), ln2_w, ln2_b)",
-                       lambda x, p, h, e: _post(x, p, h, e, ln2=False)),
+                       partial(_post, ln2=False)),
     "norms_swapped": ("the two LayerNorms' weights swapped",
                       "ln1_w, ln1_b follow the attention; ln2_w, ln2_b follow the feed-forward",
-                      lambda x, p, h, e: _post(x, p, h, e, swap=True)),
+                      partial(_post, swap=True)),
 }
 
 

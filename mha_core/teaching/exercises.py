@@ -54,6 +54,7 @@ from ..core.attention import scaled_dot_product_attention
 from ..core.config import MHAConfig, init_params
 from ..core.counts import count_macs, count_params, kv_cache_bytes
 from ..core.heads import merge_heads, split_heads
+from ..core.layer_args import WEIGHT_NAMES
 from ..core.masks import causal_mask
 from ..core.mha import multi_head_attention
 from ..core.softmax import softmax
@@ -630,23 +631,13 @@ def check_attention(fn: Callable, *, with_mask: bool = True) -> Feedback:
                 unpack_first=True, shape_hint=shape_hint)
 
 
-def _layer_with_attention(attention: Callable, x: np.ndarray, params: dict, n_heads: int) -> np.ndarray:
-    """The whole layer with ``attention`` swapped in: how a reader's wrong scale shows at layer level."""
-    q, k, v = (split_heads(x @ params[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)
-    heads, _ = attention(q, k, v)  # (..., h, N, d_v)
-    return merge_heads(heads) @ params["W_O"]  # (..., N, h*d_v) @ (h*d_v, d_model) -> (..., N, d_model)
-
-
-_WEIGHTS = ("W_Q", "W_K", "W_V", "W_O")
-
-
 def _transposed_weights(x: np.ndarray, params: dict) -> list[_Wrong]:
     """The layer with every non-empty subset of the weights used as ``W.T``; all four first."""
-    subsets = [s for r in range(len(_WEIGHTS), 0, -1) for s in combinations(_WEIGHTS, r)]
+    subsets = [s for r in range(len(WEIGHT_NAMES), 0, -1) for s in combinations(WEIGHT_NAMES, r)]
     wrong = []
     for subset in subsets:
         value = pitfalls.multi_head_attention_transposed_weights(x, params, H, transposed=subset)
-        answer = None if len(subset) == len(_WEIGHTS) else (
+        answer = None if len(subset) == len(WEIGHT_NAMES) else (
             f"the layer with {' and '.join(subset)} transposed, x @ W.T")
         wrong.append(_Wrong("weights_transposed", value, answer))
     return wrong
@@ -680,7 +671,7 @@ def check_multi_head_attention(fn: Callable) -> Feedback:
             "no_output_projection", "layer_without_transpose", "layer_split_without_transpose",
             "layer_merge_without_transpose")]
         wrong += _transposed_weights(x, params)
-        wrong += [_Wrong(name, _layer_with_attention(PITFALLS[name].fn, x, params, H))
+        wrong += [_Wrong(name, pitfalls.layer_with(x, params, H, attention=PITFALLS[name].fn))
                   for name in ("scale_sqrt_d_model", "scale_missing", "scale_d_k", "attention_softmax_over_queries")]
         cases.append(_Case(f"{label} = {shape}, h={H}", (x, params, H), multi_head_attention(x, params, H), tuple(wrong)))
     return _run(fn, cases, "multi_head_attention", signature="my_multi_head_attention(x, params, n_heads)",
@@ -806,13 +797,15 @@ QUESTIONS: dict[str, Question] = {
 """Question id -> ``Question``; ``check_answer(question_id, value)`` checks a reader's number."""
 
 
-def _slips(q: Question, value) -> str | None:
-    """What the reader did if ``value`` is the right answer, or a known mistake, in another unit."""
+def _slips(q: Question, value, right: float, mistakes: dict) -> str | None:
+    """What the reader did if ``value`` is the right answer, or a known mistake, in another unit.
+
+    ``right`` and ``mistakes`` are ``q.answer()`` and ``q.mistakes()``, as ``check_answer`` computed them."""
     slips = _UNIT_SLIPS.get(q.unit, ())
     for factor, slip in slips:
-        if _close(value, float(q.answer()) * factor):
+        if _close(value, right * factor):
             return slip
-    for mistake, wrong in q.mistakes().items():
+    for mistake, wrong in mistakes.items():
         for factor, slip in slips:
             if _close(value, float(wrong) * factor):
                 return f"{slip}; and even in {q.unit}, {mistake}"
@@ -846,10 +839,11 @@ def check_answer(question_id: str, value) -> Feedback:
     right = float(q.answer())
     if _close(value, right):
         return Feedback(True, f"{_fmt(right)} {q.unit}.")
-    for mistake, wrong in q.mistakes().items():
+    mistakes = q.mistakes()
+    for mistake, wrong in mistakes.items():
         if _close(value, wrong):
             return Feedback(False, f"{_fmt(value)} {q.unit}: {mistake}.")
-    slip = _slips(q, value)
+    slip = _slips(q, value, right, mistakes)
     if slip is not None:
         return Feedback(False, f"{_fmt(value)}: {slip}.")
     if _rounded_too_far(value, right):

@@ -26,7 +26,7 @@ import numpy as np
 from ..core.attention import scaled_dot_product_attention
 from ..core.checks import check_float_array, check_mask, check_positive_int
 from ..core.heads import merge_heads, split_heads
-from ..core.layer_args import check_layer_args
+from ..core.layer_args import BIAS_NAMES, WEIGHT_NAMES, check_layer_args
 from ..core.masks import causal_mask
 from ..core.mha import head_outputs
 from ..core.softmax import softmax
@@ -46,6 +46,7 @@ __all__ = [
     "causal_mask_inverted",
     "causal_mask_upper",
     "causal_mask_without_diagonal",
+    "layer_with",
     "merge_heads_without_transpose",
     "multi_head_attention_merge_without_transpose",
     "multi_head_attention_split_without_transpose",
@@ -453,20 +454,22 @@ def multi_head_attention_without_w_o(x, params, n_heads, *, causal: bool = False
     return merge_heads(heads)  # (..., N, h*d_v)  <- the error: no @ params["W_O"]
 
 
-_WEIGHTS = ("W_Q", "W_K", "W_V", "W_O")
+def layer_with(x, params, n_heads, causal: bool = False, *, split: bool = False, merge: bool = False,
+               transposed: tuple[str, ...] = (), attention: Callable = scaled_dot_product_attention) -> np.ndarray:
+    """The layer (no biases) with the split and/or the merge done by one reshape, the ``transposed``
+    weights as ``W.T``, and ``attention(q, k, v, mask)`` in place of ``scaled_dot_product_attention``.
 
-
-def _wrong_layer(x, params, n_heads, causal: bool, *, split: bool = False, merge: bool = False,
-                 transposed: tuple[str, ...] = ()) -> np.ndarray:
-    """The layer with the split and/or the merge done by one reshape, and the ``transposed`` weights as ``W.T``."""
-    if any(name.startswith("b_") for name in params):
+    With no mistake asked for it is the right layer: the whole-layer pitfalls are built on it, and so
+    is the checkers' view of a wrong attention (a wrong scale, say) at layer level.
+    """
+    if any(b in params for b in BIAS_NAMES):
         raise ValueError("params must have no biases for the whole-layer pitfalls")
     check_layer_args(x=x, params=params, n_heads=n_heads, causal=causal)
-    W = {w: params[w].T if w in transposed else params[w] for w in _WEIGHTS}  # (d_model, d_model) each
+    W = {w: params[w].T if w in transposed else params[w] for w in WEIGHT_NAMES}  # (d_model, d_model) each
     split_fn = split_heads_without_transpose if split else split_heads
     q, k, v = (split_fn(x @ W[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)
     mask = causal_mask(x.shape[-2]) if causal else None  # (N, N)
-    heads, _ = scaled_dot_product_attention(q, k, v, mask)  # (..., h, N, d_v)
+    heads, _ = attention(q, k, v, mask)  # (..., h, N, d_v)
     merge_fn = merge_heads_without_transpose if merge else merge_heads
     return merge_fn(heads) @ W["W_O"]  # (..., N, h*d_v) @ (h*d_v, d_model) -> (..., N, d_model)
 
@@ -489,7 +492,7 @@ def multi_head_attention_without_transpose(x, params, n_heads, *, causal: bool =
     -------
     ndarray of shape (..., N, d_model)
     """
-    return _wrong_layer(x, params, n_heads, causal, split=True, merge=True)  # <- the error, twice
+    return layer_with(x, params, n_heads, causal, split=True, merge=True)  # <- the error, twice
 
 
 def multi_head_attention_split_without_transpose(x, params, n_heads, *, causal: bool = False) -> np.ndarray:
@@ -497,7 +500,7 @@ def multi_head_attention_split_without_transpose(x, params, n_heads, *, causal: 
 
     Parameters and result as ``multi_head_attention_without_transpose``.
     """
-    return _wrong_layer(x, params, n_heads, causal, split=True)  # <- the error
+    return layer_with(x, params, n_heads, causal, split=True)  # <- the error
 
 
 def multi_head_attention_merge_without_transpose(x, params, n_heads, *, causal: bool = False) -> np.ndarray:
@@ -505,11 +508,11 @@ def multi_head_attention_merge_without_transpose(x, params, n_heads, *, causal: 
 
     Parameters and result as ``multi_head_attention_without_transpose``.
     """
-    return _wrong_layer(x, params, n_heads, causal, merge=True)  # <- the error
+    return layer_with(x, params, n_heads, causal, merge=True)  # <- the error
 
 
 def multi_head_attention_transposed_weights(x, params, n_heads, *, causal: bool = False,
-                                            transposed=("W_Q", "W_K", "W_V", "W_O")) -> np.ndarray:
+                                            transposed=WEIGHT_NAMES) -> np.ndarray:
     """WRONG: ``x @ W.T`` instead of ``x @ W`` for the weights named in ``transposed`` (default all four).
 
     ``mha_core`` stores ``W_Q`` as ``(d_model, h*d_k)`` and computes ``Q = X @ W_Q``; PyTorch's
@@ -532,9 +535,9 @@ def multi_head_attention_transposed_weights(x, params, n_heads, *, causal: bool 
     ndarray of shape (..., N, d_model)
     """
     transposed = tuple(transposed)
-    if not set(transposed) <= set(_WEIGHTS):
-        raise ValueError(f"transposed must name weights among {_WEIGHTS}, got {transposed!r}")
-    return _wrong_layer(x, params, n_heads, causal, transposed=transposed)  # <- the error: x @ W.T
+    if not set(transposed) <= set(WEIGHT_NAMES):
+        raise ValueError(f"transposed must name weights among {WEIGHT_NAMES}, got {transposed!r}")
+    return layer_with(x, params, n_heads, causal, transposed=transposed)  # <- the error: x @ W.T
 
 
 # --------------------------------------------------------------------------- measuring damage

@@ -16,6 +16,7 @@ The panels themselves: ``shapes_panel``, ``heads_panel``, ``cost_panel``, ``kv_p
 
 from __future__ import annotations
 
+import contextlib
 import html
 from collections.abc import Callable
 
@@ -181,14 +182,20 @@ class Panel:
         if not self._syncing:
             self.refresh()
 
+    @contextlib.contextmanager
+    def _quiet(self):
+        """Controls set inside ``with self._quiet():`` cause no refresh (``_syncing``); nests."""
+        was, self._syncing = self._syncing, True
+        try:
+            yield
+        finally:
+            self._syncing = was
+
     def _replace_options(self, widget, options, value) -> None:
         """Give ``widget`` new options and value without a refresh for the values in between."""
-        self._syncing = True
-        try:
+        with self._quiet():
             widget.options = options
             widget.value = value
-        finally:
-            self._syncing = False
 
     def refresh(self, **overrides) -> bool:
         """Recompute from the controls' values (``overrides`` replace some, as a forged message would).

@@ -125,7 +125,7 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
         raise ValueError(f"no trained model with h={h}; trained models exist for h = {', '.join(map(str, available))}")
     from ..training.toy_models import attention_maps
 
-    longest = len(attention_maps(h)[0])  # the toy task's sequence length
+    longest = toy_task().n  # the toy task's sequence length (what _to_kind caps N at)
     n = min(N, longest)
     labels, weights = attention_maps(h, n=n, seed=seed)  # (h, n, n)
     labels = [str(t) for t in labels]
@@ -221,37 +221,28 @@ class HeadExplorer(Panel):
             h = max([k for k in available if k <= self.h.value] or [available[0]])
             self._replace_options(self.h, available, h)
             self._set_n_range(longest, min(self.N.value, longest))
-            self._syncing = True
-            try:
+            with self._quiet():
                 self.causal.value = True
                 self.causal.disabled = True
                 self.causal.tooltip = "on: the toy model was trained with the causal mask"
-            finally:
-                self._syncing = False
         elif kind == "random" and self.causal.disabled:
             h, N, causal = self._random_settings
             self._replace_options(self.h, HEAD_CHOICES, h)
             self._set_n_range(MAX_TOKENS, N)
-            self._syncing = True
-            try:
+            with self._quiet():
                 self.causal.disabled = False
                 self.causal.tooltip = CAUSAL_TIP
                 self.causal.value = causal
-            finally:
-                self._syncing = False
 
     def _set_n_range(self, top: int, value: int) -> None:
         """N's slider to ``[2, top]`` at ``value``, without a redraw in between."""
-        self._syncing = True
-        try:
+        with self._quiet():
             if top < self.N.max:
                 self.N.value = value
                 self.N.max = top
             else:
                 self.N.max = top
                 self.N.value = value
-        finally:
-            self._syncing = False
 
     def values(self) -> dict:
         return {"h": self.h.value, "N": self.N.value, "causal": self.causal.value, "kind": self.kind.value,

@@ -108,12 +108,13 @@ class HeatmapGrid(anywidget.AnyWidget):
 
     def show(self, weights: np.ndarray, labels: Sequence[str], *, title: str = "",
              query: int | None = None, lines: Sequence[int] = (), stripe: Sequence[tuple[int, int]] = (),
-             captions: Sequence[str] = ()) -> None:
+             captions: Sequence[str] = (), alt: str | None = None) -> None:
         """Send new weights (h, N, N), labels, title, outlined query row and marks in one message.
 
         ``lines``: token positions to mark with a dashed line on both axes; ``stripe``: (query,
         key) cells to outline (the induction demo marks the repeat's start and its stripe);
-        ``captions``: a name for each of the h maps (default "head 0", "head 1", ...).
+        ``captions``: a name for each of the h maps (default "head 0", "head 1", ...);
+        ``alt``: the description for screen readers (default ``heatmap_alt_text``).
         """
         weights, labels = check_weights(weights, labels)
         h, n, _ = weights.shape
@@ -133,5 +134,5 @@ class HeatmapGrid(anywidget.AnyWidget):
             self.labels = list(labels)
             self.title = title
             self.query = q
-            self.alt = heatmap_alt_text(weights, labels, title=title, query=None if q < 0 else q)
+            self.alt = heatmap_alt_text(weights, labels, title=title, query=None if q < 0 else q) if alt is None else alt
             self.weights = np.ascontiguousarray(weights, dtype=np.float32).tobytes()  # (h, N, N)

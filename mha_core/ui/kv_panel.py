@@ -35,6 +35,11 @@ KV_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 KV_DTYPES = {"float16": 2, "float32": 4}
 
 
+def _kind(n_kv: int, h: int) -> str:
+    """"MHA" (a K/V head per query head), "MQA" (one K/V head) or "GQA" (groups in between)."""
+    return "MHA" if n_kv == h else ("MQA" if n_kv == 1 else "GQA")
+
+
 def kv_state(model: str, n_kv: int, n_tokens: int, dtype: str = "float16") -> dict:
     """KV-cache bytes for one of ``KV_MODELS`` with ``n_kv`` key/value heads.
 
@@ -62,10 +67,9 @@ def kv_state(model: str, n_kv: int, n_tokens: int, dtype: str = "float16") -> di
     def cache(k: int) -> int:
         return kv_cache_bytes(MHAConfig(d_model, h, n_kv_heads=k), n_tokens, n_layers=layers, dtype=np_dtype)
 
-    kind = "MHA" if n_kv == h else ("MQA" if n_kv == 1 else "GQA")
     return {
         "model": model, "d_model": d_model, "h": h, "layers": layers, "n_kv": n_kv, "n_tokens": n_tokens,
-        "dtype": dtype, "bytes": cache(n_kv), "mha_bytes": cache(h), "kind": kind,
+        "dtype": dtype, "bytes": cache(n_kv), "mha_bytes": cache(h), "kind": _kind(n_kv, h),
         "all": [(k, cache(k)) for k in divisors(h)],
     }
 
@@ -108,10 +112,7 @@ class KVCachePanel(Panel):
 
     @staticmethod
     def _kv_options(h: int) -> list[tuple[str, int]]:
-        def kind(k):
-            return "MHA" if k == h else ("MQA" if k == 1 else "GQA")
-
-        return [(f"{k} ({kind(k)})", k) for k in divisors(h)]  # left MQA, right MHA: as the bar chart
+        return [(f"{k} ({_kind(k, h)})", k) for k in divisors(h)]  # left MQA, right MHA: as the bar chart
 
     def values(self) -> dict:
         return {"model": self.model.value, "n_kv": self.n_kv.value, "n_tokens": self.context.value,

@@ -273,11 +273,8 @@ class RealHeadsPanel(Panel):
         self._to_sentence()
 
     def _set_sentence(self, text: str) -> None:
-        self._syncing = True
-        try:
+        with self._quiet():
             self.sentence.value = text
-        finally:
-            self._syncing = False
         self._to_sentence()
 
     def _to_sentence(self) -> None:
@@ -289,13 +286,10 @@ class RealHeadsPanel(Panel):
         """Back from the induction demo's input to the reader's sentence (an emptied box gets it back)."""
         if self.mode == "induction":
             self.mode = "sentence"
-            self._syncing = True
-            try:
+            with self._quiet():
                 self.sentence.placeholder = "type a sentence"
                 if not self.sentence.value.strip():
                     self.sentence.value = self._typed
-            finally:
-                self._syncing = False
 
     @contextlib.contextmanager
     def _working(self, what: str):
@@ -360,9 +354,9 @@ class RealHeadsPanel(Panel):
             stripe = [(i, i - INDUCTION_PERIOD + 1) for i in range(start + INDUCTION_PERIOD, start + 2 * INDUCTION_PERIOD)]
         self.big_map.show(v.weights[layer, head][None], v.labels,  # (1, N, N)
                           title=f"{v.short}: layer {layer}, head {head}", query=q, lines=lines, stripe=stripe,
-                          captions=[f"layer {layer}, head {head}"])
-        self.big_map.alt = _alt(f"{v.model.label}, {weights_note(v.model)}, layer {layer}, head {head}, "
-                                f"{v.what}{v.of_head(layer, head)}", v.labels, v.weights[layer, head])
+                          captions=[f"layer {layer}, head {head}"],
+                          alt=_alt(f"{v.model.label}, {weights_note(v.model)}, layer {layer}, head {head}, "
+                                   f"{v.what}{v.of_head(layer, head)}", v.labels, v.weights[layer, head]))
 
     def _prefetch(self, todo: list[tuple[tuple, Callable[[], str]]]) -> None:
         """Draw ``todo``'s pictures (the neighbours of the view) while the page is idle, one per turn
@@ -431,8 +425,7 @@ class RealHeadsPanel(Panel):
         except Exception as err:  # never a traceback in the page
             self.show_error(str(err))
             return None
-        self._syncing = True
-        try:
+        with self._quiet():
             self.model.value = model_name
             self._set_limits(*scores.shape)
             self.layer.value, self.head.value = best[0], best[1]
@@ -441,8 +434,6 @@ class RealHeadsPanel(Panel):
             self.sentence.value = ""
             self.sentence.placeholder = (f"demo input: {INDUCTION_PERIOD} random tokens, then the same again "
                                          "(type a sentence to leave the demo)")
-        finally:
-            self._syncing = False
         self.mode = "induction"
         self.pattern = INDUCTION
         self.refresh()
@@ -483,11 +474,8 @@ class RealHeadsPanel(Panel):
             return None
         best = patterns.top_heads(found[name], 1)[0]
         self.pattern = name
-        self._syncing = True
-        try:
+        with self._quiet():
             self.layer.value, self.head.value = best[0], best[1]
-        finally:
-            self._syncing = False
         self.refresh()
         return best
 
@@ -496,25 +484,18 @@ class RealHeadsPanel(Panel):
         layer, head = change["new"]
         if layer < 0 or (layer, head) == (self.layer.value, self.head.value):
             return
-        self._syncing = True
-        try:
+        with self._quiet():
             self.layer.value, self.head.value = layer, head
-        finally:
-            self._syncing = False
         self.refresh()
 
     # -- drawing ---------------------------------------------------------------------------------
     def _set_limits(self, n_layers: int, h: int) -> None:
         """Layer and head sliders to the model's size, keeping the values where they still exist."""
-        was = self._syncing
-        self._syncing = True
-        try:
+        with self._quiet():
             for slider, top in ((self.layer, n_layers - 1), (self.head, h - 1)):
                 if slider.max != top:
                     slider.value = min(slider.value, top)
                     slider.max = top
-        finally:
-            self._syncing = was
 
     def _render(self, model, sentence, layer, head) -> None:
         if model not in MODELS:

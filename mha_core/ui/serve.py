@@ -96,28 +96,17 @@ class BoundedKernelManager(AsyncMappingKernelManager):
             raise ValueError(f"max_kernels must be at least 1, got {proposal['value']}")
         return proposal["value"]
 
-    @validate("connect_grace", "disconnect_grace")
+    @validate("connect_grace", "disconnect_grace", "warm_concurrency", "refill_patience")
     def _non_negative(self, proposal):
         if proposal["value"] < 0:
-            raise ValueError(f"{proposal['trait'].name} must be >= 0 seconds, got {proposal['value']}")
+            unit = " seconds" if isinstance(proposal["trait"], Float) else ""
+            raise ValueError(f"{proposal['trait'].name} must be >= 0{unit} (0: off), got {proposal['value']}")
         return proposal["value"]
 
     @validate("check_interval")
     def _positive_interval(self, proposal):
         if proposal["value"] <= 0:
             raise ValueError(f"check_interval must be > 0 seconds, got {proposal['value']}")
-        return proposal["value"]
-
-    @validate("warm_concurrency")
-    def _non_negative_concurrency(self, proposal):
-        if proposal["value"] < 0:
-            raise ValueError(f"warm_concurrency must be >= 0 (0: no limit), got {proposal['value']}")
-        return proposal["value"]
-
-    @validate("refill_patience")
-    def _non_negative_patience(self, proposal):
-        if proposal["value"] < 0:
-            raise ValueError(f"refill_patience must be >= 0 seconds, got {proposal['value']}")
         return proposal["value"]
 
     def __init__(self, **kwargs):
@@ -157,25 +146,21 @@ class BoundedKernelManager(AsyncMappingKernelManager):
         self._clock[kernel_id] = time.monotonic()
         return kernel_id
 
-    def warming(self) -> int:
-        """Pooled kernels starting or still executing the notebook."""
-        busy = 0
+    def _pool_results(self):
+        """The results of Voila's pool entries whose kernel has started (done, not cancelled, no
+        exception): dicts with the ``kernel_id`` and the ``task`` executing the notebook."""
         for pool in getattr(self, "_pools", {}).values():
             for task in pool:
-                if not task.done():
-                    continue  # counted in _warm_starting while it starts
-                if not task.cancelled() and task.exception() is None and not task.result()["task"].done():
-                    busy += 1
-        return busy + self._warm_starting
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    yield task.result()
+
+    def warming(self) -> int:
+        """Pooled kernels starting (``_warm_starting``) or still executing the notebook."""
+        return sum(not r["task"].done() for r in self._pool_results()) + self._warm_starting
 
     def warmed(self) -> int:
         """Pooled kernels that have executed the notebook: pages ready to be served at once."""
-        n = 0
-        for pool in getattr(self, "_pools", {}).values():
-            for task in pool:
-                if task.done() and not task.cancelled() and task.exception() is None and task.result()["task"].done():
-                    n += 1
-        return n
+        return sum(r["task"].done() for r in self._pool_results())
 
     def _students_busy(self) -> bool:
         """True while a kernel with a page connected is executing (a student moved a control)."""
@@ -227,12 +212,7 @@ class BoundedKernelManager(AsyncMappingKernelManager):
 
     def _pooled(self) -> set[str]:
         """Ids of kernels waiting in Voila's preheated pool (``voila_kernel_manager_factory``)."""
-        ids = set()
-        for pool in getattr(self, "_pools", {}).values():
-            for task in pool:
-                if task.done() and not task.cancelled() and task.exception() is None:
-                    ids.add(task.result()["kernel_id"])
-        return ids
+        return {r["kernel_id"] for r in self._pool_results()}
 
     def _refill_pools(self) -> None:
         """Drop pool entries whose start was refused at the cap; refill once there is room.
@@ -486,7 +466,6 @@ def install_jupyter_files(prefix: str | None = None, root=None) -> list[str]:
     list of str: the files written.
     """
     import shutil
-    import sys
     from pathlib import Path
 
     prefix = Path(sys.prefix if prefix is None else prefix)

@@ -163,9 +163,9 @@ def shape_boxes(steps: Sequence[tuple[str, tuple[int, ...]]], *, cols: int = FIG
 
     Returns
     -------
-    list of dict, one per step, with ``name, shape, row, col, x0, y0, width, height`` (cell units,
-    y downwards), ``copies`` (int, boxes drawn behind the front one), ``count`` (int, the real
-    number of matrices), ``offset`` (shift between two copies), ``bottom`` / ``left`` / ``lead``
+    list of dict, one per step, with ``name, shape``, ``sym`` (the axis symbols of ``step_symbols``,
+    or None), ``row, col, x0, y0, width, height`` (cell units, y downwards), ``copies`` (int, boxes
+    drawn behind the front one), ``count`` (int, the real number of matrices), ``offset`` (shift between two copies), ``bottom`` / ``left`` / ``lead``
     (the side labels, str) and ``drawn`` (``"12 of 24 drawn"``, or ``""`` when every matrix is drawn).
     """
     steps = _check_steps(steps)
@@ -175,7 +175,8 @@ def shape_boxes(steps: Sequence[tuple[str, tuple[int, ...]]], *, cols: int = FIG
     grouped = is_grouped(steps)
     boxes = []
     for i, (name, shape) in enumerate(steps):
-        sym = step_symbols(name, shape, grouped=grouped) or tuple("" for _ in shape)
+        known = step_symbols(name, shape, grouped=grouped)
+        sym = known or tuple("" for _ in shape)
         r, c = divmod(i, cols)
         width = _side(shape[-1], d_max)
         height = _side(shape[-2], d_max) if len(shape) > 1 else BOX_MIN
@@ -186,7 +187,7 @@ def shape_boxes(steps: Sequence[tuple[str, tuple[int, ...]]], *, cols: int = FIG
         if len(lead) > 1:
             lead_text += f" = {count:,}"
         boxes.append({
-            "name": name, "shape": shape, "row": r, "col": c,
+            "name": name, "shape": shape, "sym": known, "row": r, "col": c,
             "x0": c + (1 - width) / 2, "y0": r + 0.3 + (BOX_MAX - height) / 2,
             "width": width, "height": height, "copies": copies, "count": count,
             "offset": STACK_SPAN / max(copies, 5),
@@ -293,7 +294,7 @@ def _svg_cell(b: dict, u: int) -> str:
     def fmt(v: float) -> str:
         return f"{v:.1f}"
 
-    label = f"{b['name']}: {_fmt_shape(b['shape'], step_symbols(b['name'], b['shape']))}"
+    label = f"{b['name']}: {_fmt_shape(b['shape'], b['sym'])}"
     parts = [f"<svg xmlns='http://www.w3.org/2000/svg' class='mha-box' data-step='{esc(b['name'])}' role='img' "
              f"aria-label='{esc(label, quote=True)}' viewBox='0 0 {u} {fmt(height)}' width='{u}' "
              f"height='{fmt(height)}' font-family='sans-serif' font-size='{fmt(f)}'>"]

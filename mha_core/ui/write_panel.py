@@ -26,7 +26,7 @@ import ipywidgets as widgets
 import numpy as np
 
 from ..models import load as load_model
-from .controls import Guarded, GuardedIntSlider
+from .controls import GuardedIntSlider, GuardedText
 
 MODEL = "smollm2"  # the decoder: the encoder (MiniLM) does not write
 MAX_NEW_TOKENS = 24  # a class watching tokens appear; longer waits too long on a laptop
@@ -37,10 +37,6 @@ EXAMPLE_PROMPT = "The capital of France is"
 # above MIN_ALPHA; below it the token keeps the page's own colours.
 SHADE_RGB = (33, 102, 172)
 MIN_ALPHA = 0.08
-
-
-class GuardedPrompt(Guarded, widgets.Text):
-    """``Text`` that reports refused values (a forged number instead of text) in the panel."""
 
 
 def _escape(token: str) -> str:
@@ -87,9 +83,9 @@ class WritePanel:
         self.prompt_ids: np.ndarray | None = None
         self.status = widgets.HTML()
         self.status.add_class("mha-write-status")
-        self.prompt = GuardedPrompt(value=prompt, description="prompt", placeholder="type the start of a text",
-                                    continuous_update=False, layout=widgets.Layout(width="min(40em, 100%)"),
-                                    on_invalid=self._refused)
+        self.prompt = GuardedText(value=prompt, description="prompt", placeholder="type the start of a text",
+                                  continuous_update=False, layout=widgets.Layout(width="min(40em, 100%)"),
+                                  on_invalid=self._refused)
         self.prompt.add_class("mha-write-prompt")
         self.length = GuardedIntSlider(value=DEFAULT_NEW_TOKENS, min=1, max=MAX_NEW_TOKENS, description="new tokens",
                                        continuous_update=False, on_invalid=self._refused)

@@ -13,6 +13,7 @@
 
 // Sizes in CSS px at --mha-scale 1: 64 px left of a map for the query labels, 56 px below it
 // for the (rotated) key labels, 4 px above it; labels at least 11 px apart, in an 11 px font.
+const LEFT_PX = 64, BOTTOM_PX = 56, TOP_PX = 4, LABEL_PX = 11;
 const FONT_PX = 11;
 // The page may ask for larger maps (a projector): the CSS variable --mha-scale (1 by default)
 // multiplies every size above, and the canvases are redrawn at that size, never stretched.
@@ -50,6 +51,7 @@ function render({ model, el }) {
 
   let W = new Float32Array(0);
   let cursor = [0, 0];
+  let drawnScale = 1, drawnSide = 0;  // --mha-scale and a map's side at the last build
 
   function weight(head, q, k) {
     const n = model.get("n");
@@ -89,7 +91,7 @@ function render({ model, el }) {
   // scale, and never wider than the room the page gives it.
   function side(n, k) {
     const want = Math.min(Math.max(model.get("tile"), n * 12), Math.max(model.get("tile"), model.get("max_tile"))) * k;
-    const room = (frame() ? frame().clientWidth : 0) - 64 * k - 12;
+    const room = (frame() ? frame().clientWidth : 0) - LEFT_PX * k - 12;
     if (room <= 0) { return Math.round(want); }  // not laid out yet: the ResizeObserver below redraws
     return Math.round(Math.min(want, Math.max(room, model.get("tile") * k)));
   }
@@ -101,12 +103,12 @@ function render({ model, el }) {
     return parseFloat(getComputedStyle(el).getPropertyValue("--mha-scale")) || 1;
   }
 
+  // Draws at the scale and side of the last build (drawnScale, drawnSide), which cellAt reads too.
   function drawHead(canvas, head) {
     const n = model.get("n");
     const labels = model.get("labels");
-    const k = scale();
-    const LEFT = 64 * k, BOTTOM = 56 * k, TOP = 4 * k, LABEL_PX = 11 * k;
-    const S = side(n, k);
+    const k = drawnScale, S = drawnSide;
+    const LEFT = LEFT_PX * k, BOTTOM = BOTTOM_PX * k, TOP = TOP_PX * k;
     const lut = lutOf(model);
     const gamma = model.get("gamma");
     const query = model.get("query");
@@ -138,7 +140,7 @@ function render({ model, el }) {
     const cell = S / n;
     ctx.font = `${FONT_PX * k}px sans-serif`;
     ctx.fillStyle = "#1a1a1a";
-    const step = Math.max(1, Math.ceil(LABEL_PX / cell));
+    const step = Math.max(1, Math.ceil((LABEL_PX * k) / cell));
     ctx.textAlign = "right";
     ctx.textBaseline = "middle";
     for (let t = 0; t < n; t += step) {
@@ -180,9 +182,8 @@ function render({ model, el }) {
   function cellAt(canvas, event) {
     const r = canvas.getBoundingClientRect();
     const n = model.get("n");
-    const k = scale(), LEFT = 64 * k, TOP = 4 * k;
-    const S = side(n, k);
-    const x = event.clientX - r.left - LEFT, y = event.clientY - r.top - TOP;
+    const S = drawnSide;
+    const x = event.clientX - r.left - LEFT_PX * drawnScale, y = event.clientY - r.top - TOP_PX * drawnScale;
     if (x < 0 || y < 0 || x >= S || y >= S) { return null; }
     return [Math.min(n - 1, Math.floor((y / S) * n)), Math.min(n - 1, Math.floor((x / S) * n))];
   }
@@ -214,6 +215,8 @@ function render({ model, el }) {
 
   function build() {
     W = floats(model);
+    drawnScale = scale();
+    drawnSide = side(model.get("n"), drawnScale);
     const h = model.get("h");
     title.textContent = model.get("title");
     grid.setAttribute("aria-label", model.get("title"));
@@ -224,8 +227,6 @@ function render({ model, el }) {
         const fig = document.createElement("figure");
         fig.className = "mha-head";
         const cap = document.createElement("figcaption");
-        cap.style.paddingLeft = 64 * scale() + "px";
-        cap.textContent = name(head);
         const canvas = document.createElement("canvas");
         canvas.tabIndex = 0;
         canvas.setAttribute("role", "img");
@@ -277,27 +278,24 @@ function render({ model, el }) {
     const n = model.get("n");
     cursor = [Math.min(cursor[0], n - 1), Math.min(cursor[1], n - 1)];
     grid.querySelectorAll("figcaption").forEach((cap, head) => {
-      cap.style.paddingLeft = 64 * scale() + "px";
+      cap.style.paddingLeft = LEFT_PX * drawnScale + "px";
       cap.textContent = name(head);
     });
     grid.querySelectorAll("canvas").forEach((canvas, head) => {
       canvas.setAttribute("aria-label", `${name(head)}, map ${head + 1} of ${h}. Arrow keys read the weights, Enter selects the query row.`);
       drawHead(canvas, head);
     });
-    drawnSide = side(model.get("n"), scale());
     el.dataset.drawn = String((Number(el.dataset.drawn) || 0) + 1);
   }
 
-  let drawnSide = 0;
   drawLegend();
   build();
   // the window crossed a size where the page scales the maps (e.g. onto a projector): redraw
   // and when the room the page gives the maps changes (first layout, a rotated phone), so that the
   // maps are drawn for the width they get
-  let drawnScale = scale();
   const onResize = () => {
-    const k = scale(), S = side(model.get("n"), k);
-    if (k !== drawnScale || S !== drawnSide) { drawnScale = k; drawnSide = S; build(); }
+    const k = scale();
+    if (k !== drawnScale || side(model.get("n"), k) !== drawnSide) { build(); }
   };
   window.addEventListener("resize", onResize);
   const watcher = new ResizeObserver(onResize);

@@ -2,6 +2,8 @@
 // (layer, head), coloured by a score in [0, 1]; the open head outlined. A click, or Enter on the
 // square the arrow keys moved to, sets `picked` = [layer, head]. The grid is one tab stop; the
 // square under the pointer or the keyboard cursor is read out in an aria-live line.
+// The squares are built once per `scores`; a new `current`, an arrow key or a blur only moves an
+// outline (mark), so "only the outline moves" with the head costs one class, not a rebuild.
 
 function render({ model, el }) {
   el.classList.add("mha-scoregrid");
@@ -16,15 +18,16 @@ function render({ model, el }) {
   tip.setAttribute("aria-live", "polite");
   el.append(title, grid, tip);
   let cursor = null;
+  let S = new Float32Array(0);  // the scores, decoded once per build
 
-  function scores() {
+  function decode() {
     const dv = model.get("scores");
     if (!dv || !dv.byteLength) { return new Float32Array(0); }
     return new Float32Array(dv.buffer.slice(dv.byteOffset, dv.byteOffset + dv.byteLength));
   }
 
   function say(layer, head) {
-    const s = scores()[layer * model.get("heads") + head];
+    const s = S[layer * model.get("heads") + head];
     return `layer ${layer}, head ${head}: ${model.get("what")} ${s.toFixed(2)}`;
   }
 
@@ -33,12 +36,30 @@ function render({ model, el }) {
     model.save_changes();
   }
 
-  function build() {
-    const L = model.get("layers"), H = model.get("heads"), S = scores();
-    const lut = new Uint8Array(model.get("lut").buffer, model.get("lut").byteOffset, model.get("lut").byteLength);
-    const [cl, ch] = model.get("current");
+  function cellOf(target) {
+    const c = target.closest(".mha-scoregrid-cell");
+    return c ? [Number(c.dataset.layer), Number(c.dataset.head)] : null;
+  }
+
+  // Class `cls` moves to the square (l, h); with no square given it is only taken off.
+  function mark(cls, l, h) {
+    const old = grid.querySelector(`.${cls}`);
+    if (old) { old.classList.remove(cls); }
+    if (l === undefined) { return; }
+    const c = grid.querySelector(`.mha-scoregrid-cell[data-layer="${l}"][data-head="${h}"]`);
+    if (c) { c.classList.add(cls); }
+  }
+
+  function titles() {
     title.textContent = model.get("title");
     grid.setAttribute("aria-label", model.get("title") + ". Arrow keys move, Enter opens the head.");
+  }
+
+  function build() {
+    const L = model.get("layers"), H = model.get("heads");
+    S = decode();
+    const lut = new Uint8Array(model.get("lut").buffer, model.get("lut").byteOffset, model.get("lut").byteLength);
+    titles();
     grid.innerHTML = "";
     grid.style.gridTemplateColumns = `auto repeat(${H}, auto)`;
     const corner = document.createElement("div");
@@ -65,16 +86,23 @@ function render({ model, el }) {
         c.dataset.layer = String(l);
         c.dataset.head = String(h);
         c.style.background = `rgb(${lut[j]},${lut[j + 1]},${lut[j + 2]})`;
-        if (l === cl && h === ch) { c.classList.add("mha-current"); }
-        if (cursor && l === cursor[0] && h === cursor[1]) { c.classList.add("mha-cursor"); }
-        c.addEventListener("pointerenter", () => { tip.textContent = say(l, h); });
-        c.addEventListener("click", () => { pick(l, h); });
         grid.append(c);
       }
     }
+    mark("mha-current", ...model.get("current"));
+    if (cursor) { mark("mha-cursor", ...cursor); }
     el.dataset.drawn = String((Number(el.dataset.drawn) || 0) + 1);
   }
 
+  // One listener each on the grid for all its squares (pointerover bubbles, pointerenter does not).
+  grid.addEventListener("pointerover", (e) => {
+    const at = cellOf(e.target);
+    if (at) { tip.textContent = say(...at); }
+  });
+  grid.addEventListener("click", (e) => {
+    const at = cellOf(e.target);
+    if (at) { pick(...at); }
+  });
   grid.addEventListener("keydown", (e) => {
     const L = model.get("layers"), H = model.get("heads");
     const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
@@ -82,7 +110,7 @@ function render({ model, el }) {
     if (moves[e.key]) {
       cursor = [Math.min(L - 1, Math.max(0, cursor[0] + moves[e.key][0])),
                 Math.min(H - 1, Math.max(0, cursor[1] + moves[e.key][1]))];
-      build();
+      mark("mha-cursor", ...cursor);
       tip.textContent = say(cursor[0], cursor[1]);
     } else if (e.key === "Enter" || e.key === " ") {
       pick(cursor[0], cursor[1]);
@@ -91,11 +119,12 @@ function render({ model, el }) {
     }
     e.preventDefault();
   });
-  grid.addEventListener("blur", () => { cursor = null; build(); });
+  grid.addEventListener("blur", () => { cursor = null; mark("mha-cursor"); });
 
   build();
   model.on("change:scores", build);
-  model.on("change:current", build);
+  model.on("change:title", titles);
+  model.on("change:current", () => { mark("mha-current", ...model.get("current")); });
 }
 
 export default { render };
