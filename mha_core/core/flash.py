@@ -45,11 +45,12 @@ Two choices made for speed (benchmarks/RESULTS_long_context.md):
 
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from .attention import check_attention_args
 from .checks import check_memory, check_positive_int
@@ -184,7 +185,7 @@ def _flash(
             r1 = min(r0 + block_q, n_q)
             out[..., r0:r1, :] = _rows(q, k, v, mask, scale, causal, r0, r1, block_k, s_buf)  # (..., rows, d_v)
 
-    with threadpool_limits(1, user_api="blas"):
+    with _blas_controller().limit(limits=1, user_api="blas"):
         if n_workers == 1:
             work(starts)
         else:
@@ -231,9 +232,17 @@ def _rows(q, k, v, mask, scale: float, causal: bool, r0: int, r1: int, block_k: 
 def blas_threads() -> int:
     """The threads numpy's BLAS would use now (``OPENBLAS_NUM_THREADS``, ``threadpool_limits``):
     the tiled path runs that many workers, so a one-thread setting means one thread."""
-    counts = [pool["num_threads"] for pool in threadpool_info()
-              if pool["user_api"] == "blas" and "numpy" in pool["filepath"]]
+    counts = [lib.num_threads for lib in _blas_controller().lib_controllers
+              if lib.user_api == "blas" and "numpy" in lib.filepath]  # read from the library, now
     return max(1, min(counts)) if counts else os.cpu_count() or 1
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    """threadpoolctl's handles on the loaded BLAS libraries, found once. Finding them (a scan of
+    every loaded library) took about 1 ms per call, twice per tiled call; reading or setting a
+    thread count through a handle takes microseconds (benchmarks/profile_tiled.py)."""
+    return ThreadpoolController()
 
 
 def _tile_mask(mask, causal: bool, offset: int, r0: int, r1: int, c0: int, c1: int):
