@@ -210,28 +210,35 @@ def _long_context(results: dict) -> list[str]:
     lc = results.get("long_context")
     if not lc or not lc.get("rows"):
         return ["Not measured."]
-    lines = [f"Tile sizes: block_q = {lc['block_q']} query rows, block_k = {lc['block_k']} keys.", "",
-             "| threads | N | path | ours | ours one-shot | torch MHA | torch SDPA | vs torch MHA | vs torch SDPA "
-             "| ours % of GEMM | torch MHA % of GEMM | GEMM GFLOP/s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"Tile sizes: block_q = {lc['block_q']} query rows, block_k = {lc['block_k']} keys. The formula runs up to "
+             f"{lc['formula_max_score_bytes'] / 2**20:g} MiB of scores (`FORMULA_MAX_SCORE_BYTES`).", "",
+             "| threads | N | causal | path | ours | torch MHA | torch SDPA | vs torch MHA | vs torch SDPA "
+             "| ours % of GEMM | torch MHA % of GEMM | torch SDPA % of GEMM | GEMM GFLOP/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in lc["rows"]:
-        t = r["times"]
-        one = _ms(t["ours one-shot"]) if "ours one-shot" in t else "not run"
+        t, f = r["times"], r["gemm_fraction"]
         lines.append(
-            f"| {r['threads']} | {r['N']:,} | {r['path']} | {_ms(t['ours'])} | {one} | {_ms(t['torch MHA'])} "
-            f"| {_ms(t['torch SDPA'])} | **{r['vs torch MHA']:.2f}x** | **{r['vs torch SDPA']:.2f}x** "
-            f"| {r['gemm_fraction']['ours']:.0%} | {r['gemm_fraction']['torch MHA']:.0%} | {r['gemm_gflops']:.0f} |")
+            f"| {r['threads']} | {r['N']:,} | {'yes' if r['causal'] else 'no'} | {r['path']} | {_ms(t['ours'])} "
+            f"| {_ms(t['torch MHA'])} | {_ms(t['torch SDPA'])} | **{r['vs torch MHA']:.2f}x** "
+            f"| **{r['vs torch SDPA']:.2f}x** | {f['ours']:.0%} | {f['torch MHA']:.0%} | {f['torch SDPA']:.0%} "
+            f"| {r['gemm_gflops']:.0f} |")
+    if lc.get("crossover"):
+        lines += ["", "Which attention path is fastest around the switch: the layer forced onto each path, "
+                  "interleaved (\"blocked\" also returns the weights, as it does when it runs). \"picked\" is "
+                  "what `attention_path` chooses; the last column is its time over the fastest's.", "",
+                  "| threads | N | causal | formula | blocked | tiled | picked | fastest | picked / fastest |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in lc["crossover"]:
+            t = r["times"]
+            lines.append(f"| {r['threads']} | {r['N']:,} | {'yes' if r['causal'] else 'no'} | {_ms(t['formula'])} "
+                         f"| {_ms(t['blocked'])} | {_ms(t['tiled'])} | {r['chosen']} | {r['fastest']} "
+                         f"| {r['chosen_over_fastest']:.2f} |")
     lines += ["", "Peak memory of one call (peak resident set during the call above the resident set before it, "
               "each in a fresh process):", "",
               "| N | implementation | peak | score tensor (h, N, N) | peak / scores |", "|---|---|---|---|---|"]
     for r in lc["memory"]:
         lines.append(f"| {r['N']:,} | {r['impl']} | {r['peak_bytes'] / 2**20:,.0f} MiB "
                      f"| {r['score_bytes'] / 2**20:,.0f} MiB | {r['peak_bytes'] / r['score_bytes']:.3f} |")
-    if lc.get("breakdown"):
-        lines += ["", "Where the tiled forward's time goes (one thread, stages timed by hand):", "",
-                  "| stage | time | share of the sum |", "|---|---|---|"]
-        for r in lc["breakdown"]:
-            lines.append(f"| {r['stage']} (N={r['N']:,}) | {r['ms']:,.0f} ms | {r['share']:.0%} |")
     return lines
 
 
@@ -419,12 +426,13 @@ def markdown(results: dict) -> str:
 
 
 LONG_CONTEXT_INTRO = (
-    "The fused layer at h=8, d_model=512, float32, B=1, no mask, against `nn.MultiheadAttention` "
-    "(need_weights=False) and against the same projections around `F.scaled_dot_product_attention`, "
-    "all on the same weights, interleaved in one run per N. \"vs torch\" is torch's time over ours "
-    "(above 1, ours is faster). \"path\" is what `multi_head_attention` chose (tiled above 4 MiB "
-    "of scores); \"ours one-shot\" is the same layer forced onto the one-shot path. \"% of GEMM\" is "
-    "2 x `count_macs` over the time, divided by a 1024 x 1024 GEMM timed in the same repetitions."
+    "The fused layer at h=8, d_model=512, float32, B=1, against `nn.MultiheadAttention` "
+    "(need_weights=False; causal: a boolean `attn_mask` with `is_causal=True`) and against the same "
+    "projections around `F.scaled_dot_product_attention` (`is_causal`), all on the same weights, "
+    "interleaved in one run per row. \"vs torch\" is torch's time over ours (above 1, ours is faster). "
+    "\"path\" is the attention path `multi_head_attention` chose. \"% of GEMM\" is 2 x the useful MACs "
+    "(`count_macs`; causal: only the N(N+1)/2 allowed query-key pairs) over the time, divided by the rate "
+    "of a 1024 x 1024 GEMM timed in the same repetitions."
 )
 
 
@@ -434,8 +442,9 @@ def _partial_markdown(results: dict) -> str:
         "# Benchmark results: long context",
         "",
         f"Generated by `python -m benchmarks.run --only {' '.join(results['only'])}` ({results['mode']} mode) "
-        f"on {results['started_utc']}; the raw numbers are in `results_long_context.json`. Times are "
-        f"medians of interleaved repetitions with ± half the interquartile range.",
+        f"on {results['started_utc']} in {results.get('wall_s', 0):.0f} s; the raw numbers are in "
+        f"`{only_names(results['only'])[0]}`. Times are medians of interleaved repetitions with ± half the "
+        f"interquartile range.",
         "",
         "## Machine",
         "",
@@ -450,6 +459,24 @@ def _partial_markdown(results: dict) -> str:
         LONG_CONTEXT_NOTES,
     ]
     return "\n".join(parts) + "\n"
+
+
+def only_names(only: list[str]) -> tuple[str, str]:
+    """The json and markdown a ``--only`` run writes: results_<sections>.json, RESULTS_<sections>.md
+    (``--only long_context``: results_long_context.json and RESULTS_long_context.md)."""
+    tag = "_".join(only)
+    return f"results_{tag}.json", f"RESULTS_{tag}.md"
+
+
+def keep_generated_blocks(old: str, new: str) -> str:
+    """``new`` with every block that another script writes between markers in ``old`` carried over
+    (``profile_tiled.PROFILE_BEGIN``/``PROFILE_END``), so one generator does not erase another's figures."""
+    from .profile_tiled import PROFILE_BEGIN, PROFILE_END
+
+    if PROFILE_BEGIN in old and PROFILE_END in old and PROFILE_BEGIN not in new:
+        block = PROFILE_BEGIN + old.split(PROFILE_BEGIN, 1)[1].split(PROFILE_END, 1)[0] + PROFILE_END
+        new = new.rstrip("\n") + "\n\n" + block + "\n"
+    return new
 
 
 NOTES = """## What was changed in the core, and what it bought

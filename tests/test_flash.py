@@ -293,3 +293,27 @@ def test_long_causal_layer_never_builds_the_n_by_n_mask():
     finally:
         tracemalloc.stop()
     assert peak < 4096 * 4096 / 4  # a bool (N, N) mask alone would be 16 MiB
+
+
+def test_the_dashboards_lengths_run_the_formula_and_longer_ones_tiled(monkeypatch):
+    # h=8, float32: 8 MiB of scores is N=512, the dashboard's longest slider position
+    paths = _spy_paths(monkeypatch)
+    rng = np.random.default_rng(2)
+    params = init_params(MHAConfig(16, 8), rng)
+    for n, want in ((100, "formula"), (512, "formula"), (513, "tiled")):
+        paths.clear()
+        multi_head_attention(rng.standard_normal((n, 16)).astype(np.float32), params, 8)
+        assert paths == [want], n
+    assert 8 * 512 * 512 * 4 == mha.FORMULA_MAX_SCORE_BYTES
+
+
+def test_workers_follow_the_blas_threads_as_they_change_and_are_restored():
+    from threadpoolctl import threadpool_limits
+
+    before = flash.blas_threads()
+    with threadpool_limits(1, user_api="blas"):
+        assert flash.blas_threads() == 1  # read now, not remembered from an earlier call
+    assert flash.blas_threads() == before
+    q = np.random.default_rng(3).standard_normal((2, 600, 8)).astype(np.float32)  # (h, N, d_k), 3 query blocks
+    flash_attention(q, q, q, block_q=200, threads=2)
+    assert flash.blas_threads() == before  # the workers' one-thread limit is lifted afterwards

@@ -27,10 +27,11 @@ from .rope import apply_rope
 from .trace import NO_TRACER
 
 # Up to this size of the score tensor (B, h, N_q, N_k) the layer runs the formula as written
-# (h=8: N <= 362 in float32). Above it, holding and sweeping the whole tensor costs more than
-# working through it in blocks (benchmarks/RESULTS_long_context.md), and without the weights
-# the tiled path needs memory that grows as N instead of N^2.
-FORMULA_MAX_SCORE_BYTES = 4 * 2**20
+# (h=8: N <= 512 in float32, both of the dashboard's lengths). Above it the tiled path is faster
+# and needs memory that grows as N instead of N^2. Measured (benchmarks/RESULTS_long_context.md,
+# "Which attention path is fastest"): at one thread the two cross near N=450 and differ by under
+# 10% from N=362 to 512; at the default two threads the tiled path was the slower at N=512.
+FORMULA_MAX_SCORE_BYTES = 8 * 2**20
 
 
 def multi_head_attention(
@@ -58,7 +59,7 @@ def multi_head_attention(
     return_weights : bool, default False
         Also return the attention weights, shape (B, h, N_q, N_k) (no B axis for 2-D ``x``).
         Without them (and without a tracer) a score tensor over ``FORMULA_MAX_SCORE_BYTES``
-        (4 MiB: h=8, N > 362 in float32) is never built: the attention runs tile by tile with
+        (8 MiB: h=8, N > 512 in float32) is never built: the attention runs tile by tile with
         an online softmax (``flash_attention``), the same numbers to float rounding, in memory
         that grows as N instead of N^2. With them, such a call runs on blocks of query rows
         (``blocked_attention``): the same weights, built a block at a time (``attention_path``).
