@@ -56,14 +56,15 @@ from .attention import check_attention_args
 from .checks import check_memory, check_positive_int
 from .softmax import softmax_
 
-# Tile sizes. One tile of scores for one head, 256 x 512 float32 = 512 KiB, fits a core's L2
-# cache on a typical laptop or server CPU; for the 8 heads numpy processes at once it is 4 MiB,
-# which fits a shared L3, from the first matmul through the exp to the second. 256 query rows make
-# each BLAS call big enough to run near the GEMM rate and still give two workers 8 blocks to share
-# at N=2048. Tiles from 128 to 512 rows and 256 to 1024 keys timed alike; the largest were slower
-# (benchmarks/RESULTS_long_context.md, "Tile sizes").
-BLOCK_Q = 256
-BLOCK_K = 512
+# Tile sizes. One tile of scores for the 8 heads numpy processes at once, 128 x 256 float32, is
+# 1 MiB (128 KiB per head): the max, subtract, exp and sum passes and the P V matmul re-read it
+# while it is still in the core's L2 cache (512 KiB here) or close to it. Measured at one thread,
+# interleaved (benchmarks/profile_tiled.py; RESULTS_long_context.md): against the earlier
+# 256 x 512 tiles, 12-18% less time not causal at N=2048 and 4096, and 18-31% less causal, where
+# smaller tiles also follow the diagonal more closely (fewer masked entries computed). 128 x 128
+# was slower again: more tiles, more Python per tile.
+BLOCK_Q = 128
+BLOCK_K = 256
 
 # Blocks of query rows: scores of at most this many bytes per block. A block this size stays in
 # the last-level cache from the Q K^T matmul through the softmax's passes to the weighted sum.
@@ -136,10 +137,10 @@ def flash_attention(
         Query ``i`` may attend key ``j`` only when ``j <= i + (N_k - N_q)`` (see ``causal_mask``),
         ANDed with ``mask``. Tiles wholly above the diagonal are skipped, and no N_q x N_k mask
         is ever built.
-    block_q : int, default 256
-        Query rows per tile.
-    block_k : int, default 512
-        Keys per tile.
+    block_q : int, default 128
+        Query rows per tile (``BLOCK_Q``).
+    block_k : int, default 256
+        Keys per tile (``BLOCK_K``).
     threads : int, optional
         Worker threads sharing the query blocks; default as many as numpy's BLAS would use
         (so ``OPENBLAS_NUM_THREADS=1`` means one).
