@@ -59,10 +59,10 @@ from .softmax import softmax_
 # Tile sizes. One tile of scores for the 8 heads numpy processes at once, 128 x 256 float32, is
 # 1 MiB (128 KiB per head): the max, subtract, exp and sum passes and the P V matmul re-read it
 # while it is still in the core's L2 cache (512 KiB here) or close to it. Measured at one thread,
-# interleaved (benchmarks/profile_tiled.py; RESULTS_long_context.md): against the earlier
-# 256 x 512 tiles, 12-18% less time not causal at N=2048 and 4096, and 18-31% less causal, where
-# smaller tiles also follow the diagonal more closely (fewer masked entries computed). 128 x 128
-# was slower again: more tiles, more Python per tile.
+# interleaved, in CPU time, on a busy machine (load average 3-12): against the earlier 256 x 512
+# tiles, 2-18% less time at N=2048 and 4096 without a mask, and 15-31% less causal, where smaller
+# tiles also follow the diagonal more closely (fewer entries above it computed and masked).
+# 128 x 128 was slower again without a mask: more tiles, more Python per tile.
 BLOCK_Q = 128
 BLOCK_K = 256
 
