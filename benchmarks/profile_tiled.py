@@ -41,7 +41,7 @@ from mha_core.core.heads import merge_heads, split_heads
 from .long_context import H, _inputs
 from .core import D_MODEL
 from .suites import BENCH_DIR
-from .timing import numpy_threads, set_numpy_threads, stats
+from .timing import interleaved, numpy_threads, set_numpy_threads, stats
 
 LENGTHS = (512, 2048, 4096)
 QUICK_LENGTHS = (512,)
@@ -201,6 +201,31 @@ def _loop_overhead_ms(n: int, causal: bool, threads: int) -> float:
                                            block_k=1, threads=threads))
 
 
+def exp_alone() -> dict:
+    """One tile's exponentials, (h, block_q, block_k) float32 scores already shifted to <= 0, one
+    thread each, interleaved: numpy's exp (as the tiled path runs it, in place), numpy's exp2 (for
+    folding log2(e) into Q), and torch's exp (the kernel torch's attention uses), in ms."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    s = rng.standard_normal((H, flash.BLOCK_Q, flash.BLOCK_K)).astype(np.float32) * 3  # (h, rows, cols)
+    s -= s.max(axis=-1, keepdims=True)  # every entry <= 0, as after the subtract
+    buf = np.empty_like(s)
+    st, bt = torch.from_numpy(s), torch.from_numpy(buf)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1, user_api="blas"):
+            t = interleaved({"np.exp (in place)": lambda: np.exp(np.copyto(buf, s) or buf, out=buf),
+                             "np.exp2 (in place)": lambda: np.exp2(np.copyto(buf, s) or buf, out=buf),
+                             "torch.exp (in place)": lambda: torch.exp(bt.copy_(st), out=bt),
+                             "copy alone": lambda: np.copyto(buf, s)}, budget_s=2.0, min_reps=20, max_reps=200)
+    finally:
+        torch.set_num_threads(before)
+    copy = t["copy alone"]["median"]
+    return {name: (v["median"] - copy) * 1e3 for name, v in t.items() if name != "copy alone"}
+
+
 def profile_one(n: int, causal: bool, threads_label: str, threads: int) -> dict:
     """Every stage of one (N, causal, threads) setting, with matmul rates and overheads."""
     x, p = _inputs(n)
@@ -259,6 +284,8 @@ def run(quick: bool = False, log=print) -> dict:
            "loadavg_start": os.getloadavg()[0], "block_q": flash.BLOCK_Q, "block_k": flash.BLOCK_K,
            "default_threads": default, "rows": []}
     t0 = time.perf_counter()
+    out["exp_alone_ms"] = exp_alone()
+    log("  one tile's exp, one thread: " + ", ".join(f"{k} {v:.2f} ms" for k, v in out["exp_alone_ms"].items()))
     try:
         for label, threads in (("default", default), ("1", 1)):
             set_numpy_threads(threads)
@@ -329,6 +356,10 @@ def markdown(res: dict) -> str:
                 f"{r['gflops_achieved'][name]:.0f} of {r['gflops_alone'][name]:.0f} "
                 f"({r['gflops_achieved'][name] / r['gflops_alone'][name]:.0%})" for r in rs) + " |")
         lines.append("")
+    lines += [f"One tile's exponentials alone, ({H}, {res['block_q']}, {res['block_k']}) float32 scores <= 0, one "
+              "thread each, interleaved (the time of copying the tile in first subtracted):", "",
+              "| | " + " | ".join(res["exp_alone_ms"]) + " |", "|---|" + "---|" * len(res["exp_alone_ms"]),
+              "| ms per tile | " + " | ".join(f"{v:.3f}" for v in res["exp_alone_ms"].values()) + " |", ""]
     return "\n".join(lines)
 
 
