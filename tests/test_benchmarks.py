@@ -257,3 +257,23 @@ def test_markdown_renders_cached_generation():
     machine = {"machine": {"cpu": "x", "logical_cpus": 2, "cpus_available": 2, "python": "3", "numpy": "2",
                            "numpy_blas": "b", "numpy_blas_threads": 2}}
     assert "8.0 tokens/s with the KV cache, 2.0 without (4.0x)" in report.summary({**machine, "models": mo})
+
+
+def test_profile_markdown_shows_every_stage_rate_and_overhead():
+    from benchmarks import profile_tiled
+
+    stages = dict.fromkeys([*profile_tiled.BLOCK_STAGES, *profile_tiled.TILE_STAGES], 1.0)
+    row = {"N": 512, "causal": True, "threads": "1", "workers": 1, "tiles": 6, "masked_tiles": 4,
+           "whole_layer_ms": 30.0, "layer_path": "formula", "attention_ms": 20.0, "projections_ms": 5.0,
+           "w_o_ms": 2.0, "profiled_wall_ms": 14.0, "stages_ms": {**stages, "exp": 4.0},
+           "overheads_ms": {"threadpool_limits (enter + exit)": 0.03},
+           "gflops_achieved": {"Q K^T (matmul)": 45.0}, "gflops_alone": {"Q K^T (matmul)": 90.0}}
+    res = {"started_utc": "now", "wall_s": 1.0, "loadavg_start": 0.5, "loadavg_end": 0.6, "block_q": 128,
+           "block_k": 256, "default_threads": 2, "rows": [row], "exp_alone_ms": {"np.exp (in place)": 0.5}}
+    md = profile_tiled.markdown(res)
+    for name in stages:
+        assert f"| {name} |" in md
+    assert "| exp | 1 | 4.0 ms (25%) |" in md  # 4 of the 16 thread-ms
+    assert "| tiles (of them with a causal mask) | | 6 (4) |" in md
+    assert "45 of 90 (50%)" in md and "0.03 ms" in md and "**30.0 ms** (formula)" in md
+    assert "| ms per tile | 0.500 |" in md
