@@ -29,8 +29,9 @@ from .trace import NO_TRACER
 # Up to this size of the score tensor (B, h, N_q, N_k) the layer runs the formula as written
 # (h=8: N <= 512 in float32, both of the dashboard's lengths). Above it the tiled path is faster
 # and needs memory that grows as N instead of N^2. Measured (benchmarks/RESULTS_long_context.md,
-# "Which attention path is fastest"): at one thread the two cross near N=450 and differ by under
-# 10% from N=362 to 512; at the default two threads the tiled path was the slower at N=512.
+# "Which attention path is fastest", re-measured by every `make bench`): on a busy machine, at
+# one thread the two crossed near N=450 and differed by under 10% from N=362 to 512; at the
+# default two threads the tiled path was the slower at N=512.
 FORMULA_MAX_SCORE_BYTES = 8 * 2**20
 
 
