@@ -41,9 +41,9 @@ from .timing import interleaved, numpy_threads, set_numpy_threads
 H = 8
 LENGTHS = (100, 512, 2048, 4096, 8192)
 QUICK_LENGTHS = (100, 512)
-# Around the switch between the formula and the tiled path (h=8: 4 MiB of scores at N=362,
-# 8 MiB at N=512), and the dashboard's two sliders (100, 512).
-CROSSOVER_LENGTHS = (100, 256, 362, 448, 512, 768, 1024)
+# Around the switches between the formula and the tiled path (h=8: causal at 3 MiB of scores,
+# N=313; otherwise at 8 MiB, N=512), and the dashboard's two sliders (100, 512).
+CROSSOVER_LENGTHS = (100, 256, 313, 384, 448, 512, 640, 1024)
 MEMORY_LENGTHS = (512, 2048, 4096, 8192)
 ONE_SHOT_MAX_N = 4096  # the one-shot path at 8192 holds 256 MiB blocks and adds a minute
 # Seconds of interleaved timing per row: 20 rows, each ours + 2 torch + the GEMM, keep the
@@ -133,8 +133,8 @@ def run_size(n: int, quick: bool, threads: str, causal: bool = False) -> dict:
 
 def forced_path(path: str, x, params, causal: bool):
     """The layer made to run one attention path, as a zero-argument callable (``attention_path``):
-    "formula" (the threshold raised past any size), "tiled" (lowered to 0), "blocked" (lowered to 0,
-    with the weights asked for)."""
+    "formula" (``FORMULA_MAX_SCORE_BYTES`` raised past any size; the causal switch is a fraction of
+    it), "tiled" (lowered to 0), "blocked" (lowered to 0, with the weights asked for)."""
     limit = 2**62 if path == "formula" else 0
 
     def call():
@@ -174,6 +174,7 @@ def run(quick: bool, log=print) -> dict:
     import torch
 
     out: dict = {"block_q": BLOCK_Q, "block_k": BLOCK_K, "formula_max_score_bytes": mha.FORMULA_MAX_SCORE_BYTES,
+                 "causal_switch_fraction": mha.CAUSAL_SWITCH_FRACTION,
                  "rows": [], "crossover": [], "memory": []}
     default = numpy_threads()
     for label, n_threads in (("default", default), ("1", 1)):

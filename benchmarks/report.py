@@ -211,7 +211,8 @@ def _long_context(results: dict) -> list[str]:
     if not lc or not lc.get("rows"):
         return ["Not measured."]
     lines = [f"Tile sizes: block_q = {lc['block_q']} query rows, block_k = {lc['block_k']} keys. The formula runs up to "
-             f"{lc['formula_max_score_bytes'] / 2**20:g} MiB of scores (`FORMULA_MAX_SCORE_BYTES`).", "",
+             f"{lc['formula_max_score_bytes'] / 2**20:g} MiB of scores (`FORMULA_MAX_SCORE_BYTES`), causal up to "
+             f"{lc['formula_max_score_bytes'] * lc['causal_switch_fraction'] / 2**20:g} MiB (`CAUSAL_SWITCH_FRACTION`).", "",
              "| threads | N | causal | path | ours | torch MHA | torch SDPA | vs torch MHA | vs torch SDPA "
              "| ours % of GEMM | torch MHA % of GEMM | torch SDPA % of GEMM | GEMM GFLOP/s |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -573,7 +574,8 @@ The figures for these notes are in the tables above and in "Where the tiled path
 decided by the load more than by the code: quote the ratios of one run, with its load row.
 
 - **Which path runs.** The formula (the whole score tensor at once) up to
-  `FORMULA_MAX_SCORE_BYTES`, the tiled online softmax above it when the weights are not asked
+  `FORMULA_MAX_SCORE_BYTES` (causal: a fraction of it, since the tiled path skips the tiles above
+  the diagonal), the tiled online softmax above it when the weights are not asked
   for, blocks of query rows when they are. The crossover table times the layer forced onto each
   path at the lengths around the switch, so each run checks the rule; "picked / fastest" above
   1 at some N means the constant should move.

@@ -114,8 +114,12 @@ def test_long_context_section_renders_every_row_and_the_only_report():
     lc = results["long_context"]
     full = report.markdown({**results, "only": None})
     only = report.markdown(results)
-    assert {(r["N"], r["causal"], r["threads"]) for r in lc["rows"]} >= {
-        (n, c, t) for n in (100, 512, 2048, 4096, 8192) for c in (False, True) for t in ("default", "1")}
+    from benchmarks import long_context
+
+    lengths = long_context.QUICK_LENGTHS if results["mode"] == "quick" else long_context.LENGTHS
+    assert {(r["N"], r["causal"], r["threads"]) for r in lc["rows"]} == {
+        (n, c, t) for n in lengths for c in (False, True) for t in ("default", "1")}
+    assert {(r["N"], r["causal"], r["threads"]) for r in lc["crossover"]} >= {(100, False, "1"), (512, True, "default")}
     for md in (full, only):
         for r in lc["rows"]:
             assert f"**{r['vs torch MHA']:.2f}x** | **{r['vs torch SDPA']:.2f}x** | {r['gemm_fraction']['ours']:.0%}" in md
