@@ -46,9 +46,11 @@ QUICK_LENGTHS = (100, 512)
 CROSSOVER_LENGTHS = (100, 256, 313, 384, 448, 512, 640, 1024)
 MEMORY_LENGTHS = (512, 2048, 4096, 8192)
 ONE_SHOT_MAX_N = 4096  # the one-shot path at 8192 holds 256 MiB blocks and adds a minute
-# Seconds of interleaved timing per row: 20 rows, each ours + 2 torch + the GEMM, keep the
-# section near 5 minutes on a 2-core machine.
-BUDGET_S = 4.0
+# Seconds of interleaved timing per row (at least 3 repetitions, 2 at N=8192): 20 rows of ours +
+# 2 torch + the GEMM, and 32 crossover rows at CROSSOVER_BUDGET_S, keep the section near 4 minutes
+# on a quiet 2-core machine, so that the whole `make bench` stays near 10.
+BUDGET_S = 2.0
+CROSSOVER_BUDGET_S = 1.0
 
 
 def _inputs(n: int):
@@ -158,7 +160,7 @@ def crossover(quick: bool, threads: str, log=print) -> list[dict]:
             chosen = mha.attention_path(check_layer_args(x=x, params=params, n_heads=H, causal=causal, scores=False),
                                         keep_weights=False, traced=False)
             fns = {p: forced_path(p, x, params, causal) for p in ("formula", "blocked", "tiled")}
-            t = interleaved(fns, budget_s=0.5 if quick else 2.0, min_reps=3, max_reps=40, seed=n)
+            t = interleaved(fns, budget_s=0.5 if quick else CROSSOVER_BUDGET_S, min_reps=3, max_reps=40, seed=n)
             med = {p: v["median"] for p, v in t.items()}
             fastest = min(med, key=med.get)
             rows.append({"N": n, "causal": causal, "threads": threads, "chosen": chosen, "fastest": fastest,
