@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-before-after weights notebooks check-notebooks lesson-share site handout clean
+.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-long profile-tiled bench-before-after weights notebooks check-notebooks lesson-share site handout clean
 
 # `make help` lists every target that has a `## description` on its rule line, so it cannot drift.
 help:  ## this list
@@ -139,6 +139,14 @@ lab: $(STAMP)  ## JupyterLab on notebooks/ (passes --allow-root when run as root
 # BENCH_ARGS=--quick gives a CI-sized run; see `python -m benchmarks.run --help`.
 bench: references $(MODELS_STAMP)  ## benchmarks -> benchmarks/RESULTS.md and results.json
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+# The long-context section alone (about 5 min): RESULTS_long_context.md and results_long_context.json.
+bench-long: references  ## long context vs torch MHA and SDPA, N=100..8192 -> benchmarks/RESULTS_long_context.md
+	$(BIN)/python -m benchmarks.run --only long_context $(BENCH_ARGS)
+
+# Where the tiled attention's time goes, stage by stage (about 1-2 min).
+profile-tiled: references  ## per-stage profile of the tiled attention -> benchmarks/RESULTS_long_context.md
+	$(BIN)/python -m benchmarks.profile_tiled $(BENCH_ARGS)
 
 # The layer of an older commit against the working tree, interleaved in one process.
 REV ?= main

@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="one BLAS thread, timed in CPU time (time.process_time): waiting for a core on a "
                              "busy machine is not counted, so the ratio survives load; wall time is the default")
     parser.add_argument("--sizes", nargs="+", metavar="h,N,B", help="sizes to run (default: SIZES)")
+    parser.add_argument("--causal", action="store_true", help="every call with causal=True")
     args = parser.parse_args(argv)
     sizes = [tuple(int(v) for v in size.split(",")) for size in args.sizes] if args.sizes else SIZES
     threads = 1 if args.cpu_time else args.threads or numpy_threads()
@@ -63,15 +64,16 @@ def main(argv: list[str] | None = None) -> int:
     set_numpy_threads(threads)
     with tempfile.TemporaryDirectory() as tmp:
         old = load_old(args.rev, Path(tmp))
-        print(f"{args.rev} vs working tree, {threads} thread(s), {'CPU' if args.cpu_time else 'wall'} time; "
+        print(f"{args.rev} vs working tree, {threads} thread(s), {'CPU' if args.cpu_time else 'wall'} time"
+              f"{', causal' if args.causal else ''}; "
               f"load average {os.getloadavg()[0]:.1f}; after/before above 1 = slower now")
         for h, n, b in sizes:
             rng = np.random.default_rng(0)
             p = init_params(MHAConfig(D_MODEL, h), rng)
             x = rng.standard_normal((b, n, D_MODEL)).astype(np.float32)  # (B, N, d_model)
-            for call, fn, kw in (("forward", "multi_head_attention", {}),
-                                 ("+weights", "multi_head_attention", {"return_weights": True}),
-                                 ("per_head", "multi_head_attention_per_head", {})):
+            for call, fn, kw in (("forward", "multi_head_attention", {"causal": args.causal}),
+                                 ("+weights", "multi_head_attention", {"return_weights": True, "causal": args.causal}),
+                                 ("per_head", "multi_head_attention_per_head", {"causal": args.causal})):
                 before, after = getattr(old, fn), getattr(mha_core, fn)
                 t = interleaved({
                     "before": lambda f=before, x=x, p=p, h=h, kw=kw: f(x, p, h, **kw),

@@ -1,15 +1,21 @@
-"""Long context: the fused layer (tiled online-softmax attention above 4 MiB of scores) against
-torch, at N = 512 to 8192, default threads and one thread each; peak memory; where the time goes.
+"""Long context: the fused layer against torch at N = 100 to 8192, causal and not, at default
+threads and at one thread each; the three attention paths around the switch; peak memory.
 
-Per N, in one interleaved run (``timing.interleaved``), all on the same weights (h=8,
-d_model=512, float32, B=1, self-attention, no mask):
+Per N (and causal or not), in one interleaved run (``timing.interleaved``), all on the same
+weights (h=8, d_model=512, float32, B=1, self-attention):
 
-    ours             multi_head_attention(x, params, 8): the path it chooses (tiled above 4 MiB)
-    ours one-shot    the same layer forced onto the one-shot path (blocks of query rows, N^2 work
-                     buffer); full mode only, up to N=4096
-    torch MHA        nn.MultiheadAttention, need_weights=False
-    torch SDPA       the same projections with F.scaled_dot_product_attention in between
+    ours             multi_head_attention(x, params, 8, causal=...): the path it chooses
+    torch MHA        nn.MultiheadAttention, need_weights=False (causal: a boolean attn_mask with
+                     is_causal=True)
+    torch SDPA       the same projections with F.scaled_dot_product_attention(is_causal=...)
     gemm             GEMM_CALLS square GEMMs: the machine's rate at that moment
+
+Each side's share of the GEMM rate is 2 x its useful MACs (``useful_macs``) over its time, over
+the GEMM's rate in the same repetitions.
+
+The crossover table times the layer forced onto each of its three attention paths (formula,
+blocked, tiled; ``forced_path``) at the lengths around the switch, so a run shows whether
+``mha.attention_path`` picked the fastest.
 
 Peak memory is measured for each implementation in a fresh subprocess (Linux), as the peak
 resident set during one call above the resident set just before it (``VmHWM`` after resetting
@@ -22,23 +28,29 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
-from contextlib import contextmanager
 
 import numpy as np
 
 from mha_core import MHAConfig, check_layer_args, count_macs, init_params, multi_head_attention
 from mha_core.core import mha
-from mha_core.core.flash import BLOCK_K, BLOCK_Q, _flash
-from mha_core.core.heads import merge_heads, split_heads
+from mha_core.core.flash import BLOCK_K, BLOCK_Q
 
 from .core import D_MODEL, GEMM_CALLS, GEMM_N, TOLERANCE, torch_layer
 from .timing import interleaved, numpy_threads, set_numpy_threads
 
 H = 8
-LENGTHS = (512, 2048, 4096, 8192)
-QUICK_LENGTHS = (512, 2048)
+LENGTHS = (100, 512, 2048, 4096, 8192)
+QUICK_LENGTHS = (100, 512)
+# Around the switches between the formula and the tiled path (h=8: causal at 3 MiB of scores,
+# N=313; otherwise at 8 MiB, N=512), and the dashboard's two sliders (100, 512).
+CROSSOVER_LENGTHS = (100, 256, 313, 384, 448, 512, 640, 1024)
+MEMORY_LENGTHS = (512, 2048, 4096, 8192)
 ONE_SHOT_MAX_N = 4096  # the one-shot path at 8192 holds 256 MiB blocks and adds a minute
+# Seconds of interleaved timing per row (at least 3 repetitions, 2 at N=8192): 20 rows of ours +
+# 2 torch + the GEMM, and 32 crossover rows at CROSSOVER_BUDGET_S, keep the section near 4 minutes
+# on a quiet 2-core machine, so that the whole `make bench` stays near 10.
+BUDGET_S = 2.0
+CROSSOVER_BUDGET_S = 1.0
 
 
 def _inputs(n: int):
@@ -58,7 +70,7 @@ def one_shot(x, params):
         mha.FORMULA_MAX_SCORE_BYTES = saved
 
 
-def torch_calls(x, params) -> dict:
+def torch_calls(x, params, causal: bool = False) -> dict:
     """``torch MHA`` and ``torch SDPA`` on the same weights, as zero-argument callables."""
     import torch
     import torch.nn.functional as F
@@ -67,45 +79,52 @@ def torch_calls(x, params) -> dict:
     xt = torch.from_numpy(x)
     w = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in params.items()}
     n, d_k = x.shape[1], D_MODEL // H
+    # nn.MultiheadAttention's mask marks the keys a query may NOT see (True = blocked)
+    blocked = torch.ones(n, n, dtype=torch.bool).triu(1) if causal else None  # (N, N)
 
     def mha_call():
         with torch.inference_mode():
-            return layer(xt, xt, xt, need_weights=False)[0]
+            return layer(xt, xt, xt, need_weights=False, attn_mask=blocked, is_causal=causal)[0]
 
     def sdpa_call():
         with torch.inference_mode():
             q, k, v = (  # (B, h, N, d_k)
                 (xt @ w[name]).view(1, n, H, d_k).transpose(1, 2) for name in ("W_Q", "W_K", "W_V")
             )
-            heads = F.scaled_dot_product_attention(q, k, v)  # (B, h, N, d_k)
+            heads = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # (B, h, N, d_k)
             return heads.transpose(1, 2).reshape(1, n, D_MODEL) @ w["W_O"]  # (B, N, d_model)
 
     return {"torch MHA": mha_call, "torch SDPA": sdpa_call}
 
 
-def run_size(n: int, quick: bool, threads: str) -> dict:
+def useful_macs(n: int, causal: bool) -> int:
+    """MACs of the layer at length N; causal counts only the N(N+1)/2 allowed (query, key) pairs,
+    the work that ours (it skips tiles above the diagonal) and torch's causal kernels need."""
+    macs = count_macs(MHAConfig(D_MODEL, H), n)
+    return macs["projections"] + (macs["attention"] * (n + 1) // (2 * n) if causal else macs["attention"])
+
+
+def run_size(n: int, quick: bool, threads: str, causal: bool = False) -> dict:
+    """Ours against torch MHA and torch SDPA at length N, with the GEMM rate in the same rotation."""
     x, params = _inputs(n)
-    fns = {"ours": lambda: multi_head_attention(x, params, H)}
-    if not quick and n <= ONE_SHOT_MAX_N:
-        fns["ours one-shot"] = lambda: one_shot(x, params)
-    fns.update(torch_calls(x, params))
+    fns = {"ours": lambda: multi_head_attention(x, params, H, causal=causal), **torch_calls(x, params, causal)}
     ref = fns["torch MHA"]().numpy()
     for name in ("ours", "torch SDPA"):
         got = np.asarray(fns[name]())
         diff = float(np.max(np.abs(got - ref)))
         if not diff <= TOLERANCE["float32"]:
-            raise AssertionError(f"{name} disagrees with torch MHA at N={n}: max |diff| = {diff:.2e}")
+            raise AssertionError(f"{name} disagrees with torch MHA at N={n}, causal={causal}: max |diff| = {diff:.2e}")
     rng = np.random.default_rng(1)
     a, c = (rng.standard_normal((GEMM_N, GEMM_N)).astype(np.float32) for _ in range(2))
     fns["gemm"] = lambda: [a @ c for _ in range(GEMM_CALLS)]  # (GEMM_N, GEMM_N) @ (GEMM_N, GEMM_N)
-    reps = (2, 3) if quick else ((3, 7) if n <= 4096 else (2, 3))
-    t = interleaved(fns, budget_s=2.0 if quick else 8.0, min_reps=reps[0], max_reps=reps[1], seed=n)
-    macs = count_macs(MHAConfig(D_MODEL, H), n)["total"]
+    reps = (2, 3) if quick else ((3, 15) if n <= 4096 else (2, 3))
+    t = interleaved(fns, budget_s=1.0 if quick else BUDGET_S, min_reps=reps[0], max_reps=reps[1], seed=n + causal)
+    macs = useful_macs(n, causal)
     gemm_gflops = GEMM_CALLS * 2 * GEMM_N**3 / t["gemm"]["median"] / 1e9
     ours = t["ours"]["median"]
     return {
-        "N": n, "h": H, "threads": threads, "times": t,
-        "path": mha.attention_path(check_layer_args(x=x, params=params, n_heads=H, scores=False),
+        "N": n, "h": H, "threads": threads, "causal": causal, "times": t,
+        "path": mha.attention_path(check_layer_args(x=x, params=params, n_heads=H, causal=causal, scores=False),
                                    keep_weights=False, traced=False),
         "vs torch MHA": t["torch MHA"]["median"] / ours,
         "vs torch SDPA": t["torch SDPA"]["median"] / ours,
@@ -114,11 +133,51 @@ def run_size(n: int, quick: bool, threads: str) -> dict:
     }
 
 
+def forced_path(path: str, x, params, causal: bool):
+    """The layer made to run one attention path, as a zero-argument callable (``attention_path``):
+    "formula" (``FORMULA_MAX_SCORE_BYTES`` raised past any size; the causal switch is a fraction of
+    it), "tiled" (lowered to 0), "blocked" (lowered to 0, with the weights asked for)."""
+    limit = 2**62 if path == "formula" else 0
+
+    def call():
+        saved = mha.FORMULA_MAX_SCORE_BYTES
+        mha.FORMULA_MAX_SCORE_BYTES = limit
+        try:
+            return multi_head_attention(x, params, H, causal=causal, return_weights=path == "blocked")
+        finally:
+            mha.FORMULA_MAX_SCORE_BYTES = saved
+
+    return call
+
+
+def crossover(quick: bool, threads: str, log=print) -> list[dict]:
+    """The layer on each of its three attention paths at the lengths around the switch, interleaved:
+    whether ``attention_path`` picks the fastest, measured."""
+    rows = []
+    for n in (100, 512) if quick else CROSSOVER_LENGTHS:
+        for causal in (False, True):
+            x, params = _inputs(n)
+            chosen = mha.attention_path(check_layer_args(x=x, params=params, n_heads=H, causal=causal, scores=False),
+                                        keep_weights=False, traced=False)
+            fns = {p: forced_path(p, x, params, causal) for p in ("formula", "blocked", "tiled")}
+            t = interleaved(fns, budget_s=0.5 if quick else CROSSOVER_BUDGET_S, min_reps=3, max_reps=40, seed=n)
+            med = {p: v["median"] for p, v in t.items()}
+            fastest = min(med, key=med.get)
+            rows.append({"N": n, "causal": causal, "threads": threads, "chosen": chosen, "fastest": fastest,
+                         "times": t, "chosen_over_fastest": med[chosen] / med[fastest]})
+            log(f"  {threads} threads, N={n}{' causal' if causal else ''}: "
+                + ", ".join(f"{p} {v * 1e3:.2f} ms" for p, v in med.items()) + f"; rule picks {chosen}")
+    return rows
+
+
 def run(quick: bool, log=print) -> dict:
-    """Timings at default threads and one thread each, peak memory, and a per-stage breakdown."""
+    """Timings against torch at default threads and one thread, causal and not; the three paths
+    around the switch; peak memory."""
     import torch
 
-    out: dict = {"block_q": BLOCK_Q, "block_k": BLOCK_K, "rows": [], "memory": [], "breakdown": []}
+    out: dict = {"block_q": BLOCK_Q, "block_k": BLOCK_K, "formula_max_score_bytes": mha.FORMULA_MAX_SCORE_BYTES,
+                 "causal_switch_fraction": mha.CAUSAL_SWITCH_FRACTION,
+                 "rows": [], "crossover": [], "memory": []}
     default = numpy_threads()
     for label, n_threads in (("default", default), ("1", 1)):
         if n_threads == 1 and not set_numpy_threads(1):
@@ -127,24 +186,24 @@ def run(quick: bool, log=print) -> dict:
         torch.set_num_threads(n_threads)
         try:
             for n in QUICK_LENGTHS if quick else LENGTHS:
-                row = run_size(n, quick, label)
-                out["rows"].append(row)
-                log(f"  {label} threads, N={n}: ours ({row['path']}) {row['times']['ours']['median'] * 1e3:,.0f} ms, "
-                    f"torch MHA {row['vs torch MHA']:.2f}x, torch SDPA {row['vs torch SDPA']:.2f}x "
-                    f"(>1 = ours faster), {row['gemm_fraction']['ours']:.0%} of the GEMM rate")
+                for causal in (False, True):
+                    row = run_size(n, quick, label, causal)
+                    out["rows"].append(row)
+                    log(f"  {label} threads, N={n}{' causal' if causal else ''}: ours ({row['path']}) "
+                        f"{row['times']['ours']['median'] * 1e3:,.1f} ms, torch MHA {row['vs torch MHA']:.2f}x, "
+                        f"torch SDPA {row['vs torch SDPA']:.2f}x (>1 = ours faster), "
+                        f"{row['gemm_fraction']['ours']:.0%} of the GEMM rate", flush=True)
+            out["crossover"] += crossover(quick, label, log)
         finally:
             set_numpy_threads(default)
             torch.set_num_threads(default)
-    for n in (2048,) if quick else LENGTHS:
+    for n in (2048,) if quick else MEMORY_LENGTHS:
         for impl in ("ours", "ours one-shot", "torch MHA"):
             if impl == "ours one-shot" and n > ONE_SHOT_MAX_N:
                 continue
             peak = peak_rss_growth(impl, n)
             out["memory"].append({"N": n, "impl": impl, "peak_bytes": peak, "score_bytes": H * n * n * 4})
             log(f"  memory N={n} {impl}: {peak / 2**20:,.0f} MiB (scores would be {H * n * n * 4 / 2**20:,.0f} MiB)")
-    for n in () if quick else (4096,):
-        out["breakdown"] = breakdown(n)
-        log(f"  N={n} one thread, stages: " + ", ".join(f"{r['stage']} {r['ms']:.0f} ms" for r in out["breakdown"]))
     return out
 
 
@@ -182,75 +241,3 @@ def suites_root() -> str:
     from .suites import ROOT
 
     return str(ROOT)
-
-
-# --- where the time goes ----------------------------------------------------------------------
-
-
-def breakdown(n: int) -> list[dict]:
-    """The tiled forward's stages timed separately, one thread, at length N=n.
-
-    The tile loop of ``flash._rows`` is run by hand over every query block, with a clock around
-    each stage; the sum of the stages is close to the whole call (also reported).
-    """
-    x, p = _inputs(n)
-    x2 = x.reshape(n, D_MODEL)  # (B*N, d_model)
-    clock = dict.fromkeys(["Q, K, V projections", "Q K^T tiles", "max", "subtract + exp", "row sums",
-                           "P V tiles", "rescale + normalise", "merge + W_O"], 0.0)
-
-    @contextmanager
-    def stage(name):
-        t0 = time.perf_counter()
-        yield
-        clock[name] += time.perf_counter() - t0
-
-    before = numpy_threads()
-    if not set_numpy_threads(1):
-        return []
-    try:
-        t0 = time.perf_counter()
-        with stage("Q, K, V projections"):
-            Qh, Kh, Vh = (split_heads((x2 @ p[w]).reshape(1, n, D_MODEL), H) for w in ("W_Q", "W_K", "W_V"))  # (B, h, N, d_k)
-        q = Qh * np.float32(1 / np.sqrt(D_MODEL // H))  # (B, h, N, d_k)
-        heads = np.empty_like(Qh)  # (B, h, N, d_v)
-        s = np.empty((1, H, BLOCK_Q, BLOCK_K), np.float32)  # (B, h, block_q, block_k)
-        for r0 in range(0, n, BLOCK_Q):
-            m = np.full((1, H, BLOCK_Q, 1), -np.inf, np.float32)  # (B, h, rows, 1)
-            row_sum = np.zeros((1, H, BLOCK_Q, 1), np.float32)  # (B, h, rows, 1)
-            o = np.zeros((1, H, BLOCK_Q, Vh.shape[-1]), np.float32)  # (B, h, rows, d_v)
-            for c0 in range(0, n, BLOCK_K):
-                with stage("Q K^T tiles"):
-                    np.matmul(q[..., r0:r0 + BLOCK_Q, :], np.swapaxes(Kh[..., c0:c0 + BLOCK_K, :], -1, -2), out=s)
-                with stage("max"):
-                    m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (B, h, rows, 1)
-                with stage("subtract + exp"):
-                    np.exp(np.subtract(s, m_new, out=s), out=s)  # (B, h, rows, cols)
-                with stage("row sums"):
-                    tile_sum = s.sum(axis=-1, keepdims=True)  # (B, h, rows, 1)
-                with stage("P V tiles"):
-                    pv = s @ Vh[..., c0:c0 + BLOCK_K, :]  # (B, h, rows, cols) @ (B, h, cols, d_v)
-                with stage("rescale + normalise"):
-                    alpha = np.exp(m - m_new)  # (B, h, rows, 1)
-                    row_sum = row_sum * alpha + tile_sum
-                    o = o * alpha + pv
-                m = m_new
-            with stage("rescale + normalise"):
-                heads[..., r0:r0 + BLOCK_Q, :] = o / row_sum  # (B, h, rows, d_v)
-        with stage("merge + W_O"):
-            merge_heads(heads).reshape(n, D_MODEL) @ p["W_O"]  # (N, d_model)
-        total = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        multi_head_attention(x, p, H)
-        whole = time.perf_counter() - t1
-        t1 = time.perf_counter()
-        _flash(Qh, Kh, Vh, None, 1 / np.sqrt(D_MODEL // H), causal=False, threads=1)
-        attention_only = time.perf_counter() - t1
-    finally:
-        set_numpy_threads(before)
-    rows = [{"N": n, "stage": k, "ms": v * 1e3, "share": v / total} for k, v in clock.items()]
-    rows.append({"N": n, "stage": "sum of the stages (timed by hand)", "ms": total * 1e3, "share": 1.0})
-    rows.append({"N": n, "stage": "multi_head_attention, one call (1 thread)", "ms": whole * 1e3,
-                 "share": whole / total})
-    rows.append({"N": n, "stage": "flash attention alone, 1 worker", "ms": attention_only * 1e3,
-                 "share": attention_only / total})
-    return rows

@@ -210,28 +210,36 @@ def _long_context(results: dict) -> list[str]:
     lc = results.get("long_context")
     if not lc or not lc.get("rows"):
         return ["Not measured."]
-    lines = [f"Tile sizes: block_q = {lc['block_q']} query rows, block_k = {lc['block_k']} keys.", "",
-             "| threads | N | path | ours | ours one-shot | torch MHA | torch SDPA | vs torch MHA | vs torch SDPA "
-             "| ours % of GEMM | torch MHA % of GEMM | GEMM GFLOP/s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"Tile sizes: block_q = {lc['block_q']} query rows, block_k = {lc['block_k']} keys. The formula runs up to "
+             f"{lc['formula_max_score_bytes'] / 2**20:g} MiB of scores (`FORMULA_MAX_SCORE_BYTES`), causal up to "
+             f"{lc['formula_max_score_bytes'] * lc['causal_switch_fraction'] / 2**20:g} MiB (`CAUSAL_SWITCH_FRACTION`).", "",
+             "| threads | N | causal | path | ours | torch MHA | torch SDPA | vs torch MHA | vs torch SDPA "
+             "| ours % of GEMM | torch MHA % of GEMM | torch SDPA % of GEMM | GEMM GFLOP/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in lc["rows"]:
-        t = r["times"]
-        one = _ms(t["ours one-shot"]) if "ours one-shot" in t else "not run"
+        t, f = r["times"], r["gemm_fraction"]
         lines.append(
-            f"| {r['threads']} | {r['N']:,} | {r['path']} | {_ms(t['ours'])} | {one} | {_ms(t['torch MHA'])} "
-            f"| {_ms(t['torch SDPA'])} | **{r['vs torch MHA']:.2f}x** | **{r['vs torch SDPA']:.2f}x** "
-            f"| {r['gemm_fraction']['ours']:.0%} | {r['gemm_fraction']['torch MHA']:.0%} | {r['gemm_gflops']:.0f} |")
+            f"| {r['threads']} | {r['N']:,} | {'yes' if r['causal'] else 'no'} | {r['path']} | {_ms(t['ours'])} "
+            f"| {_ms(t['torch MHA'])} | {_ms(t['torch SDPA'])} | **{r['vs torch MHA']:.2f}x** "
+            f"| **{r['vs torch SDPA']:.2f}x** | {f['ours']:.0%} | {f['torch MHA']:.0%} | {f['torch SDPA']:.0%} "
+            f"| {r['gemm_gflops']:.0f} |")
+    if lc.get("crossover"):
+        lines += ["", "Which attention path is fastest around the switch: the layer forced onto each path, "
+                  "interleaved (\"blocked\" also returns the weights, as it does when it runs). \"picked\" is "
+                  "what `attention_path` chooses; the last column is its time over the fastest's.", "",
+                  "| threads | N | causal | formula | blocked | tiled | picked | fastest | picked / fastest |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in lc["crossover"]:
+            t = r["times"]
+            lines.append(f"| {r['threads']} | {r['N']:,} | {'yes' if r['causal'] else 'no'} | {_ms(t['formula'])} "
+                         f"| {_ms(t['blocked'])} | {_ms(t['tiled'])} | {r['chosen']} | {r['fastest']} "
+                         f"| {r['chosen_over_fastest']:.2f} |")
     lines += ["", "Peak memory of one call (peak resident set during the call above the resident set before it, "
               "each in a fresh process):", "",
               "| N | implementation | peak | score tensor (h, N, N) | peak / scores |", "|---|---|---|---|---|"]
     for r in lc["memory"]:
         lines.append(f"| {r['N']:,} | {r['impl']} | {r['peak_bytes'] / 2**20:,.0f} MiB "
                      f"| {r['score_bytes'] / 2**20:,.0f} MiB | {r['peak_bytes'] / r['score_bytes']:.3f} |")
-    if lc.get("breakdown"):
-        lines += ["", "Where the tiled forward's time goes (one thread, stages timed by hand):", "",
-                  "| stage | time | share of the sum |", "|---|---|---|"]
-        for r in lc["breakdown"]:
-            lines.append(f"| {r['stage']} (N={r['N']:,}) | {r['ms']:,.0f} ms | {r['share']:.0%} |")
     return lines
 
 
@@ -419,12 +427,13 @@ def markdown(results: dict) -> str:
 
 
 LONG_CONTEXT_INTRO = (
-    "The fused layer at h=8, d_model=512, float32, B=1, no mask, against `nn.MultiheadAttention` "
-    "(need_weights=False) and against the same projections around `F.scaled_dot_product_attention`, "
-    "all on the same weights, interleaved in one run per N. \"vs torch\" is torch's time over ours "
-    "(above 1, ours is faster). \"path\" is what `multi_head_attention` chose (tiled above 4 MiB "
-    "of scores); \"ours one-shot\" is the same layer forced onto the one-shot path. \"% of GEMM\" is "
-    "2 x `count_macs` over the time, divided by a 1024 x 1024 GEMM timed in the same repetitions."
+    "The fused layer at h=8, d_model=512, float32, B=1, against `nn.MultiheadAttention` "
+    "(need_weights=False; causal: a boolean `attn_mask` with `is_causal=True`) and against the same "
+    "projections around `F.scaled_dot_product_attention` (`is_causal`), all on the same weights, "
+    "interleaved in one run per row. \"vs torch\" is torch's time over ours (above 1, ours is faster). "
+    "\"path\" is the attention path `multi_head_attention` chose. \"% of GEMM\" is 2 x the useful MACs "
+    "(`count_macs`; causal: only the N(N+1)/2 allowed query-key pairs) over the time, divided by the rate "
+    "of a 1024 x 1024 GEMM timed in the same repetitions."
 )
 
 
@@ -434,8 +443,9 @@ def _partial_markdown(results: dict) -> str:
         "# Benchmark results: long context",
         "",
         f"Generated by `python -m benchmarks.run --only {' '.join(results['only'])}` ({results['mode']} mode) "
-        f"on {results['started_utc']}; the raw numbers are in `results_long_context.json`. Times are "
-        f"medians of interleaved repetitions with ± half the interquartile range.",
+        f"on {results['started_utc']} in {results.get('wall_s', 0):.0f} s; the raw numbers are in "
+        f"`{only_names(results['only'])[0]}`. Times are medians of interleaved repetitions with ± half the "
+        f"interquartile range.",
         "",
         "## Machine",
         "",
@@ -450,6 +460,24 @@ def _partial_markdown(results: dict) -> str:
         LONG_CONTEXT_NOTES,
     ]
     return "\n".join(parts) + "\n"
+
+
+def only_names(only: list[str]) -> tuple[str, str]:
+    """The json and markdown a ``--only`` run writes: results_<sections>.json, RESULTS_<sections>.md
+    (``--only long_context``: results_long_context.json and RESULTS_long_context.md)."""
+    tag = "_".join(only)
+    return f"results_{tag}.json", f"RESULTS_{tag}.md"
+
+
+def keep_generated_blocks(old: str, new: str) -> str:
+    """``new`` with every block that another script writes between markers in ``old`` carried over
+    (``profile_tiled.PROFILE_BEGIN``/``PROFILE_END``), so one generator does not erase another's figures."""
+    from .profile_tiled import PROFILE_BEGIN, PROFILE_END
+
+    if PROFILE_BEGIN in old and PROFILE_END in old and PROFILE_BEGIN not in new:
+        block = PROFILE_BEGIN + old.split(PROFILE_BEGIN, 1)[1].split(PROFILE_END, 1)[0] + PROFILE_END
+        new = new.rstrip("\n") + "\n\n" + block + "\n"
+    return new
 
 
 NOTES = """## What was changed in the core, and what it bought
@@ -539,51 +567,36 @@ Tried and not adopted:
 """
 
 
-LONG_CONTEXT_NOTES = """### Long context: choices, tile sizes, and what is left (measured by hand, 2026-11-30)
+LONG_CONTEXT_NOTES = """### Long context: why the tiled path is built as it is, and what is left
 
-These were measured with small interleaved scripts, not by `make bench`, on the same 2-core AMD
-EPYC (no AVX-512; 512 KiB L2 per core, 32 MiB L3), while other sessions kept the load average
-between 5 and 110. Ratios within one script run are comparable; absolute times are not.
+The figures for these notes are in the tables above and in "Where the tiled path's time goes"
+(written into benchmarks/RESULTS_long_context.md by `make profile-tiled`); the reasons are here. On a busy machine the default-thread rows are
+decided by the load more than by the code: quote the ratios of one run, with its load row.
 
-- **Why worker threads, with one BLAS thread each.** At N=2048, h=8 (attention alone, load
-  average about 9): the tiled loop with numpy's default 2-thread BLAS took 4.9-5.7 s, the same
-  loop with BLAS limited to one thread 0.96 s, and two worker threads over the query blocks, each
-  with one BLAS thread, 0.80 s, against 0.64 s for torch's SDPA. A two-thread BLAS call waits
-  for a core that another process holds on every one of the hundreds of tile-sized calls; one
-  BLAS thread per worker does not, and the workers also share the exponentials, which numpy
-  would otherwise run on one core. The workers follow numpy's BLAS thread count, so
-  `OPENBLAS_NUM_THREADS=1` means one worker.
-- **When the fused layer runs tiled.** Above 4 MiB of scores (h=8: N > 362). At N=512 the tiled
-  layer took 510 ms against 1,319 ms one-shot (torch MHA 360 ms), and at N=256, 364 ms against
-  1,044 ms (load average 13-18). Below that the one-shot path is one block anyway, with no thread
-  pool to start.
-- **Tile sizes.** block_q = 256, block_k = 512: 512 KiB of scores per head (this CPU's L2 per
-  core) and 4 MiB for 8 heads (in L3). Sweeps at one thread, h=8, N=1024 to 4096, could not
-  separate 128-512 rows x 256-1024 keys from one another under the load (N=1024, minimum of 7:
-  249-398 ms for all eight shapes tried; N=2048, medians: 128x512 1,108 ms, 256x512 1,252 ms,
-  512x512 1,232 ms, 256x1024 1,378 ms). The largest tiles were the slowest (N=2048: 1024x1024
-  1,395 ms, 512x2048 1,570 ms; N=4096: 1024x1024 11.6 s against 5.7 s for 512x512). A quiet
-  machine would be needed to choose more finely.
-- **Tried and dropped: the row sums inside the matmul.** Appending a column of ones to V makes
-  `P [V | 1]` return the row sums with the weighted values, saving a pass over the tile. It was
-  slower: 7.7 ms per (8, 256, 512) tile against 6.0 ms for `P V` plus 0.9 ms for the sum (one
-  thread), because 65 columns fit BLAS's kernels worse than 64.
-- **Where the time goes.** See the stage table above. The two matmuls run at the GEMM rate of the
-  moment. The exponentials are the gap: on the same (8, 256, 512) tile at one thread, `np.exp`
-  took 8.3 ms and `torch.exp` 3.9 ms. numpy's float32 exp on this AVX2 CPU is about half as fast
-  as torch's vectorised one. Then come the max, subtract and sum passes, each about 1 ms per tile,
-  which torch's fused kernel does while the tile is in registers.
-- **What would close the gap.** (1) A faster exp. Subtract + exp is about a quarter of the
-  tiled forward (stage table), and an exp as fast as torch's would halve that stage. (2) One fused
-  pass per tile for max, subtract, exp and sum, done while the tile is in registers. That needs
-  compiled code (numba, C), and the project keeps the maths in NumPy. (3) Worker threads, or one
-  BLAS thread, for the projections and W_O too. They are still single BLAS calls at numpy's
-  default threads, and they stall on a busy machine like any other. (1) and (2) are out of reach in
-  plain NumPy, so at long N the tiled layer stays behind torch's fused kernel: the table above
-  shows by how much in this run.
-- **Run-to-run spread.** On unchanged code, three runs of this section between 17:55 and 18:25 UTC
-  gave default-thread ratios against torch MHA of 1.00x / 0.89x / 0.74x, 0.61x / 0.57x / 0.46x and
-  0.74x / 0.98x / 0.70x at N = 2048 / 4096 / 8192. The first run still had the ones column and a
-  16 MiB switch; neither changes the work at these lengths by more than a few per cent. The load
-  decides more than the code does. Quote the ratios of one run, with its load row.
+- **Which path runs.** The formula (the whole score tensor at once) up to
+  `FORMULA_MAX_SCORE_BYTES` (causal: a fraction of it, since the tiled path skips the tiles above
+  the diagonal), the tiled online softmax above it when the weights are not asked
+  for, blocks of query rows when they are. The crossover table times the layer forced onto each
+  path at the lengths around the switch, so each run checks the rule; "picked / fastest" above
+  1 at some N means the constant should move.
+- **Worker threads, one BLAS thread each.** Query blocks are independent, so two workers share
+  them, each with its BLAS held to one thread: the exponentials (one-threaded in numpy) then run
+  on both cores, and no tile-sized BLAS call waits for a second core that another process holds.
+  The workers follow numpy's BLAS thread count, so `OPENBLAS_NUM_THREADS=1` means one worker.
+  threadpoolctl finds the BLAS libraries once per process (`flash._blas_controller`); scanning
+  them on every call cost about a millisecond twice per call, visible at the dashboard's lengths.
+- **Tile sizes.** 128 query rows x 256 keys: 1 MiB of scores for 8 heads, so the passes over
+  the tile (max, subtract, exp, sum, and `P V`) re-read it from the L2 cache or close to it, and
+  causal tiles follow the diagonal closely. The profile's "passes over the tile" column counts
+  those passes.
+- **Tried and dropped.** `exp2` with log2(e) folded into Q: numpy's `exp2` is slower than its
+  `exp` (the profile's last table). The row sums inside the matmul (a column of ones appended to
+  V, so `P [V | 1]` returns them): 65 columns fit BLAS's kernels worse than 64, and it was slower
+  than `P V` plus a sum.
+- **What would close the gap.** In the profile the two matmuls take most of the time and run
+  below the rate the same shapes reach alone; the max, subtract, exp and sum passes take most of
+  the rest. torch's fused kernel does max, subtract, exp and sum in one pass while the tile is
+  in registers; numpy does each as a separate sweep over the tile in memory, and the project
+  keeps the tiled path in NumPy (no numba, no C), so those passes stay. Where a size misses
+  1.0x, the profile shows which stage holds it back at that N.
 """

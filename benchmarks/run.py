@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-dashboard", action="store_true", help="do not run the dashboard browser tests")
     parser.add_argument("--only", nargs="+", metavar="SECTION",
                         help="run only these sections (core, single_thread, breakdown, memory, long_context, "
-                             "models, notebooks, dashboard); RESULTS.md then holds only long_context, "
-                             "if it ran, and the machine")
+                             "models, notebooks, dashboard); the run then writes results_<sections>.json and "
+                             "RESULTS_<sections>.md (e.g. --only long_context: RESULTS_long_context.md)")
     parser.add_argument("--skip-models", action="store_true", help="do not time the real models")
     parser.add_argument("--out", default=str(suites.BENCH_DIR), help="folder for results.json and RESULTS.md")
     args = parser.parse_args(argv)
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         ("single_thread", "the headline sizes with one thread each", lambda: core.single_thread(args.quick)),
         ("breakdown", "where the fused forward's time goes", lambda: core.breakdown(args.quick)),
         ("memory", "peak memory of the forward", lambda: memory.run(args.quick)),
-        ("long_context", "long context: tiled attention against torch, N = 512 to 8192",
+        ("long_context", "long context: the layer against torch MHA and SDPA, N = 100 to 8192, causal and not",
          lambda: long_context.run(args.quick)),
     ]
     if not args.skip_models:
@@ -76,11 +76,15 @@ def main(argv: list[str] | None = None) -> int:
 
     out = suites.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    (out / "RESULTS.md").write_text(report.markdown(results))
+    # a --only run writes files of its own, so it never overwrites the full run's
+    json_name, md_name = report.only_names(results["only"]) if args.only else ("results.json", "RESULTS.md")
+    md_path = out / md_name
+    old = md_path.read_text() if md_path.exists() else ""
+    (out / json_name).write_text(json.dumps(results, indent=1) + "\n")
+    md_path.write_text(report.keep_generated_blocks(old, report.markdown(results)))
     print()
     print(report.summary(results))
-    print(f"wrote {out / 'results.json'} and {out / 'RESULTS.md'} ({results['wall_s']:.0f} s in all)")
+    print(f"wrote {out / json_name} and {md_path} ({results['wall_s']:.0f} s in all)")
     return 0
 
 

@@ -114,13 +114,99 @@ def test_long_context_section_renders_every_row_and_the_only_report():
     lc = results["long_context"]
     full = report.markdown({**results, "only": None})
     only = report.markdown(results)
+    from benchmarks import long_context
+
+    lengths = long_context.QUICK_LENGTHS if results["mode"] == "quick" else long_context.LENGTHS
+    assert {(r["N"], r["causal"], r["threads"]) for r in lc["rows"]} == {
+        (n, c, t) for n in lengths for c in (False, True) for t in ("default", "1")}
+    assert {(r["N"], r["causal"], r["threads"]) for r in lc["crossover"]} >= {(100, False, "1"), (512, True, "default")}
     for md in (full, only):
         for r in lc["rows"]:
-            assert f"**{r['vs torch MHA']:.2f}x**" in md
+            assert f"**{r['vs torch MHA']:.2f}x** | **{r['vs torch SDPA']:.2f}x** | {r['gemm_fraction']['ours']:.0%}" in md
+        for r in lc["crossover"]:
+            assert f"| {r['chosen']} | {r['fastest']} | {r['chosen_over_fastest']:.2f} |" in md
         for r in lc["memory"]:
             assert f"| {r['N']:,} | {r['impl']} | {r['peak_bytes'] / 2**20:,.0f} MiB" in md
         assert f"block_q = {lc['block_q']}" in md and "What would close the gap" in md
     assert only.startswith("# Benchmark results: long context") and "## Goals" not in only
+
+
+def test_only_runs_write_their_own_files_and_keep_the_profile_block(tmp_path):
+    from benchmarks import profile_tiled, run
+
+    assert report.only_names(["long_context"]) == ("results_long_context.json", "RESULTS_long_context.md")
+    md = tmp_path / "RESULTS_long_context.md"
+    md.write_text("# old\n")
+    profile_tiled.write_section("## Where the time goes\nfirst", md)
+    profile_tiled.write_section("## Where the time goes\nsecond", md)  # replaced, not appended twice
+    text = md.read_text()
+    assert text.count(profile_tiled.PROFILE_BEGIN) == 1 and "second" in text and "first" not in text
+    kept = report.keep_generated_blocks(text, "# new report\n")
+    assert kept.startswith("# new report") and "second" in kept
+    assert report.keep_generated_blocks("no markers", "# new\n") == "# new\n"
+    results = json.loads((Path(report.__file__).parent / "results_long_context.json").read_text())
+    (tmp_path / "results.json").write_text("full run")  # a --only run must leave the full run's files alone
+    fake = dict(results["long_context"])
+
+    class FakeSection:
+        @staticmethod
+        def run(quick):
+            return fake
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(run, "long_context", FakeSection)
+    try:
+        assert run.main(["--only", "long_context", "--quick", "--out", str(tmp_path)]) == 0
+    finally:
+        mp.undo()
+    assert (tmp_path / "results.json").read_text() == "full run" and not (tmp_path / "RESULTS.md").exists()
+    written = md.read_text()
+    assert written.startswith("# Benchmark results: long context") and "second" in written
+    assert json.loads((tmp_path / "results_long_context.json").read_text())["long_context"]["rows"] == fake["rows"]
+
+
+def test_profiled_flash_runs_the_tile_loop_of_flash(monkeypatch):
+    import numpy as np
+
+    from benchmarks import profile_tiled
+    from mha_core.core import flash
+
+    rng = np.random.default_rng(4)
+    for shape, causal in (((2, 3, 37, 8), True), ((1, 4, 50, 8), False)):  # B > 1, odd N, tile edges
+        q, k, v = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))  # (B, h, N, d_k)
+        clocks, counts = profile_tiled.defaultdict(float), profile_tiled.defaultdict(int)
+        got = profile_tiled.profiled_flash(q, k, v, 0.3, causal=causal, threads=2, clocks=clocks, counts=counts,
+                                           block_q=16, block_k=8)
+        np.testing.assert_allclose(got, flash._flash(q, k, v, None, 0.3, causal=causal, block_q=16, block_k=8),
+                                   rtol=1e-6, atol=1e-7)
+        # 37 rows: 3 query blocks of 16, 16, 5; 37 keys: 5 tiles of 8; causal skips those after the block's rows
+        want = sum(-(-min(r0 + 16, shape[2]) // 8) if causal else -(-shape[2] // 8) for r0 in range(0, shape[2], 16))
+        assert counts["tiles"] == want and counts["workers"] == 2
+        assert set(profile_tiled.TILE_STAGES) <= set(clocks) and all(t >= 0 for t in clocks.values())
+        assert counts["qk_flop"] == counts["pv_flop"] > 0
+
+
+def test_forced_path_runs_the_path_it_names(monkeypatch):
+    import numpy as np
+
+    from benchmarks import long_context
+    from mha_core.core import mha
+
+    ran = []
+    for path, name in (("formula", "_attend"), ("blocked", "_blocked"), ("tiled", "_flash")):
+        real = getattr(mha, name)
+        monkeypatch.setattr(mha, name, lambda *a, path=path, real=real, **kw: ran.append(path) or real(*a, **kw))
+    x, params = long_context._inputs(20)
+    outs = {}
+    for path in ("formula", "blocked", "tiled"):
+        ran.clear()
+        out = long_context.forced_path(path, x, params, causal=True)()
+        outs[path] = out[0] if path == "blocked" else out
+        assert ran == [path]
+    np.testing.assert_allclose(outs["tiled"], outs["formula"], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(outs["blocked"], outs["formula"], rtol=1e-4, atol=1e-5)
+    assert mha.FORMULA_MAX_SCORE_BYTES == 8 * 2**20  # restored after each forced call
+    assert long_context.useful_macs(8, True) < long_context.useful_macs(8, False)
 
 
 def test_smaps_reads_this_process():
@@ -175,3 +261,23 @@ def test_markdown_renders_cached_generation():
     machine = {"machine": {"cpu": "x", "logical_cpus": 2, "cpus_available": 2, "python": "3", "numpy": "2",
                            "numpy_blas": "b", "numpy_blas_threads": 2}}
     assert "8.0 tokens/s with the KV cache, 2.0 without (4.0x)" in report.summary({**machine, "models": mo})
+
+
+def test_profile_markdown_shows_every_stage_rate_and_overhead():
+    from benchmarks import profile_tiled
+
+    stages = dict.fromkeys([*profile_tiled.BLOCK_STAGES, *profile_tiled.TILE_STAGES], 1.0)
+    row = {"N": 512, "causal": True, "threads": "1", "workers": 1, "tiles": 6, "masked_tiles": 4,
+           "whole_layer_ms": 30.0, "layer_path": "formula", "attention_ms": 20.0, "projections_ms": 5.0,
+           "w_o_ms": 2.0, "profiled_wall_ms": 14.0, "stages_ms": {**stages, "exp": 4.0},
+           "overheads_ms": {"threadpool_limits (enter + exit)": 0.03},
+           "gflops_achieved": {"Q K^T (matmul)": 45.0}, "gflops_alone": {"Q K^T (matmul)": 90.0}}
+    res = {"started_utc": "now", "wall_s": 1.0, "loadavg_start": 0.5, "loadavg_end": 0.6, "block_q": 128,
+           "block_k": 256, "default_threads": 2, "rows": [row], "exp_alone_ms": {"np.exp (in place)": 0.5}}
+    md = profile_tiled.markdown(res)
+    for name in stages:
+        assert f"| {name} |" in md
+    assert "| exp | 1 | 4.0 ms (25%) |" in md  # 4 of the 16 thread-ms
+    assert "| tiles (of them with a causal mask) | | 6 (4) |" in md
+    assert "45 of 90 (50%)" in md and "0.03 ms" in md and "**30.0 ms** (formula)" in md
+    assert "| ms per tile | 0.500 |" in md

@@ -227,9 +227,10 @@ def _layer(n, d_model=16, h=2, dtype=np.float32):
 def test_fused_layer_chooses_the_path_by_size(monkeypatch):
     paths = _spy_paths(monkeypatch)
     # h=2, float32: the scores (1, 2, N, N) take 8 N^2 bytes
-    small = math.isqrt(mha.FORMULA_MAX_SCORE_BYTES // 8)
+    limit = mha.FORMULA_MAX_SCORE_BYTES * mha.CAUSAL_SWITCH_FRACTION  # the calls below are causal
+    small = math.isqrt(int(limit // 8))
     big = small + 1
-    assert 8 * small**2 <= mha.FORMULA_MAX_SCORE_BYTES < 8 * big**2
+    assert 8 * small**2 <= limit < 8 * big**2
     for n, want in ((small, "formula"), (big, "tiled")):
         x, p = _layer(n)
         paths.clear()
@@ -237,8 +238,8 @@ def test_fused_layer_chooses_the_path_by_size(monkeypatch):
         assert paths == [want], n
     x, p = _layer(big)
     paths.clear()
-    multi_head_attention(x, p, 2, return_weights=True)  # the weights need the whole tensor
-    multi_head_attention(x, p, 2, tracer=Tracer())  # the tracer records the textbook steps
+    multi_head_attention(x, p, 2, causal=True, return_weights=True)  # the weights need the whole tensor
+    multi_head_attention(x, p, 2, causal=True, tracer=Tracer())  # the tracer records the textbook steps
     assert paths == ["blocked", "formula"]
 
 
@@ -293,3 +294,29 @@ def test_long_causal_layer_never_builds_the_n_by_n_mask():
     finally:
         tracemalloc.stop()
     assert peak < 4096 * 4096 / 4  # a bool (N, N) mask alone would be 16 MiB
+
+
+def test_the_dashboards_lengths_run_the_formula_and_longer_ones_tiled(monkeypatch):
+    # h=8, float32: 8 MiB of scores is N=512, the dashboard's longest slider position; causal
+    # calls switch at 3/8 of that, 3 MiB, N=313
+    paths = _spy_paths(monkeypatch)
+    rng = np.random.default_rng(2)
+    params = init_params(MHAConfig(16, 8), rng)
+    for n, causal, want in ((100, False, "formula"), (512, False, "formula"), (513, False, "tiled"),
+                            (100, True, "formula"), (313, True, "formula"), (314, True, "tiled"), (512, True, "tiled")):
+        paths.clear()
+        multi_head_attention(rng.standard_normal((n, 16)).astype(np.float32), params, 8, causal=causal)
+        assert paths == [want], (n, causal)
+    assert 8 * 512 * 512 * 4 == mha.FORMULA_MAX_SCORE_BYTES
+
+
+def test_workers_follow_the_blas_threads_as_they_change_and_are_restored():
+    from threadpoolctl import threadpool_limits
+
+    before = flash.blas_threads()
+    with threadpool_limits(1, user_api="blas"):
+        assert flash.blas_threads() == 1  # read now, not remembered from an earlier call
+    assert flash.blas_threads() == before
+    q = np.random.default_rng(3).standard_normal((2, 600, 8)).astype(np.float32)  # (h, N, d_k), 3 query blocks
+    flash_attention(q, q, q, block_q=200, threads=2)
+    assert flash.blas_threads() == before  # the workers' one-thread limit is lifted afterwards

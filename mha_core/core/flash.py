@@ -45,24 +45,26 @@ Two choices made for speed (benchmarks/RESULTS_long_context.md):
 
 from __future__ import annotations
 
+import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from .attention import check_attention_args
 from .checks import check_memory, check_positive_int
 from .softmax import softmax_
 
-# Tile sizes. One tile of scores for one head, 256 x 512 float32 = 512 KiB, fits a core's L2
-# cache on a typical laptop or server CPU; for the 8 heads numpy processes at once it is 4 MiB,
-# which fits a shared L3, from the first matmul through the exp to the second. 256 query rows make
-# each BLAS call big enough to run near the GEMM rate and still give two workers 8 blocks to share
-# at N=2048. Tiles from 128 to 512 rows and 256 to 1024 keys timed alike; the largest were slower
-# (benchmarks/RESULTS_long_context.md, "Tile sizes").
-BLOCK_Q = 256
-BLOCK_K = 512
+# Tile sizes. One tile of scores for the 8 heads numpy processes at once, 128 x 256 float32, is
+# 1 MiB (128 KiB per head): the max, subtract, exp and sum passes and the P V matmul re-read it
+# while it is still in the core's L2 cache (512 KiB here) or close to it. Measured at one thread,
+# interleaved, in CPU time, on a busy machine (load average 3-12): against the earlier 256 x 512
+# tiles, 2-18% less time at N=2048 and 4096 without a mask, and 15-31% less causal, where smaller
+# tiles also follow the diagonal more closely (fewer entries above it computed and masked).
+# 128 x 128 was slower again without a mask: more tiles, more Python per tile.
+BLOCK_Q = 128
+BLOCK_K = 256
 
 # Blocks of query rows: scores of at most this many bytes per block. A block this size stays in
 # the last-level cache from the Q K^T matmul through the softmax's passes to the weighted sum.
@@ -135,10 +137,10 @@ def flash_attention(
         Query ``i`` may attend key ``j`` only when ``j <= i + (N_k - N_q)`` (see ``causal_mask``),
         ANDed with ``mask``. Tiles wholly above the diagonal are skipped, and no N_q x N_k mask
         is ever built.
-    block_q : int, default 256
-        Query rows per tile.
-    block_k : int, default 512
-        Keys per tile.
+    block_q : int, default 128
+        Query rows per tile (``BLOCK_Q``).
+    block_k : int, default 256
+        Keys per tile (``BLOCK_K``).
     threads : int, optional
         Worker threads sharing the query blocks; default as many as numpy's BLAS would use
         (so ``OPENBLAS_NUM_THREADS=1`` means one).
@@ -184,7 +186,7 @@ def _flash(
             r1 = min(r0 + block_q, n_q)
             out[..., r0:r1, :] = _rows(q, k, v, mask, scale, causal, r0, r1, block_k, s_buf)  # (..., rows, d_v)
 
-    with threadpool_limits(1, user_api="blas"):
+    with _blas_controller().limit(limits=1, user_api="blas"):
         if n_workers == 1:
             work(starts)
         else:
@@ -231,9 +233,17 @@ def _rows(q, k, v, mask, scale: float, causal: bool, r0: int, r1: int, block_k: 
 def blas_threads() -> int:
     """The threads numpy's BLAS would use now (``OPENBLAS_NUM_THREADS``, ``threadpool_limits``):
     the tiled path runs that many workers, so a one-thread setting means one thread."""
-    counts = [pool["num_threads"] for pool in threadpool_info()
-              if pool["user_api"] == "blas" and "numpy" in pool["filepath"]]
+    counts = [lib.num_threads for lib in _blas_controller().lib_controllers
+              if lib.user_api == "blas" and "numpy" in lib.filepath]  # read from the library, now
     return max(1, min(counts)) if counts else os.cpu_count() or 1
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    """threadpoolctl's handles on the loaded BLAS libraries, found once. Finding them (a scan of
+    every loaded library) took about 1 ms per call, twice per tiled call; reading or setting a
+    thread count through a handle takes microseconds (benchmarks/profile_tiled.py)."""
+    return ThreadpoolController()
 
 
 def _tile_mask(mask, causal: bool, offset: int, r0: int, r1: int, c0: int, c1: int):

@@ -27,10 +27,16 @@ from .rope import apply_rope
 from .trace import NO_TRACER
 
 # Up to this size of the score tensor (B, h, N_q, N_k) the layer runs the formula as written
-# (h=8: N <= 362 in float32). Above it, holding and sweeping the whole tensor costs more than
-# working through it in blocks (benchmarks/RESULTS_long_context.md), and without the weights
-# the tiled path needs memory that grows as N instead of N^2.
-FORMULA_MAX_SCORE_BYTES = 4 * 2**20
+# (h=8: N <= 512 in float32, both of the dashboard's lengths). Above it the tiled path is faster
+# and needs memory that grows as N instead of N^2. Measured (benchmarks/RESULTS_long_context.md,
+# "Which attention path is fastest", re-measured by every `make bench`): on a busy machine, at one
+# thread the two crossed near N=500; at the default two threads the tiled path was the slower at N=512.
+FORMULA_MAX_SCORE_BYTES = 8 * 2**20
+# Causal attention switches sooner, at this fraction of it (3 MiB; h=8: N <= 313): the tiled
+# path skips the tiles above the diagonal (about half the work) while the formula computes every
+# score and then masks half of them. At one thread the two crossed near N=300; at N=512 the
+# tiled path took about two thirds of the formula's time.
+CAUSAL_SWITCH_FRACTION = 3 / 8
 
 
 def multi_head_attention(
@@ -58,7 +64,8 @@ def multi_head_attention(
     return_weights : bool, default False
         Also return the attention weights, shape (B, h, N_q, N_k) (no B axis for 2-D ``x``).
         Without them (and without a tracer) a score tensor over ``FORMULA_MAX_SCORE_BYTES``
-        (4 MiB: h=8, N > 362 in float32) is never built: the attention runs tile by tile with
+        (8 MiB: h=8, N > 512 in float32; causal: 3/8 of it, ``CAUSAL_SWITCH_FRACTION``,
+        N > 313) is never built: the attention runs tile by tile with
         an online softmax (``flash_attention``), the same numbers to float rounding, in memory
         that grows as N instead of N^2. With them, such a call runs on blocks of query rows
         (``blocked_attention``): the same weights, built a block at a time (``attention_path``).
@@ -129,11 +136,13 @@ def heads_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
 def attention_path(a: LayerArgs, *, keep_weights: bool, traced: bool) -> str:
     """Which of three equal computations the layer runs for its attention: ``"formula"``
     (``attention._attend``: scores, mask, softmax, weights @ V) when a tracer
-    records the steps or the score tensor is at most ``FORMULA_MAX_SCORE_BYTES``; else
+    records the steps or the score tensor is at most ``FORMULA_MAX_SCORE_BYTES`` (causal: that
+    times ``CAUSAL_SWITCH_FRACTION``); else
     ``"blocked"`` (``flash._blocked``, blocks of query rows) when the weights are kept; else
     ``"tiled"`` (``flash._flash``, online softmax, never the N_q x N_k scores).
     """
-    if traced or a.score_bytes <= FORMULA_MAX_SCORE_BYTES:
+    limit = FORMULA_MAX_SCORE_BYTES * (CAUSAL_SWITCH_FRACTION if a.causal else 1)  # bytes of scores
+    if traced or a.score_bytes <= limit:
         return "formula"
     return "blocked" if keep_weights else "tiled"
 
