@@ -332,7 +332,7 @@ def test_head_controls_change_the_heatmap(loaded):
         assert page.locator(".mha-heads-panel .mha-status").text_content().strip() == ""
         h = max(trained_available())
         _set_selection(page, ".mha-heads-h", trained_available().index(h), str(h))
-        expect(caption).to_contain_text(f"TRAINED weights (toy task), h={h}, N={longest}", timeout=UPDATE_TIMEOUT_MS)
+        expect(caption).to_contain_text(f"TRAINED parameters (toy task), h={h}, N={longest}", timeout=UPDATE_TIMEOUT_MS)
         options = page.locator(".mha-heads-query select").inner_text()
         assert "5:" in options and ": 5:" not in options  # "5:0", not "5: 5:0"
     else:  # no trained weights installed: a readable message, the random maps stay

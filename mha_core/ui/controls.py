@@ -163,6 +163,14 @@ class Panel:
         box.add_class("mha-panel")
         return box
 
+    @staticmethod
+    def _controls(*rows: widgets.Widget) -> widgets.VBox:
+        """The rows of controls that drive the figure below them (``mha-controls``): on a laptop or
+        a projector the page keeps them in view while the rest of their panel scrolls past."""
+        box = widgets.VBox(list(rows))
+        box.add_class("mha-controls")
+        return box
+
     def _control(self, cls, css: str, **kwargs):
         w = cls(on_invalid=self._invalid, **kwargs)
         w.add_class(f"mha-{self.name}-{css}")

@@ -109,11 +109,13 @@ class CostPanel(Panel):
         self.image, self.alt, figure = self._figure("image")
         self.worked = widgets.HTML()
         self.worked.add_class("mha-cost-worked")
+        self.worked.add_class("mha-scroll-x")  # a table: scrolls sideways on a phone, and says so
         self.by_h = widgets.HTML()
         self.by_h.add_class("mha-cost-by-h")
+        self.by_h.add_class("mha-scroll-x")
         self.plot = _CostPlot()
         self.image.layout.width = f"{round(self.plot.fig.get_figwidth() * PANEL_DPI)}px"  # CSS px
-        self.widget = widgets.VBox([widgets.HBox([self.d_model, self.h, self.N]), self.status, self.numbers,
+        self.widget = widgets.VBox([self._controls(widgets.HBox([self.d_model, self.h, self.N])), self.status, self.numbers,
                                     widgets.HBox([figure, self.by_h]), self.worked])
         self._finish(self.widget)
         self.refresh()

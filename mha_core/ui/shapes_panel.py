@@ -90,10 +90,11 @@ class ShapeExplorer(Panel):
         self.summary.add_class("mha-shape-summary")
         self.ledger = widgets.HTML()
         self.ledger.add_class("mha-shape-ledger")
+        self.ledger.add_class("mha-scroll-x")  # a table: scrolls sideways on a phone, and says so
         self.boxes = widgets.HTML()
         self.boxes.add_class("mha-shape-boxes")
         self.widget = widgets.VBox([
-            widgets.HBox([widgets.VBox([self.B, self.N]), widgets.VBox([self.d_model, self.h])]),
+            self._controls(widgets.HBox([widgets.VBox([self.B, self.N]), widgets.VBox([self.d_model, self.h])])),
             self.status, self.summary, self.ledger, self.boxes,
         ])
         self._finish(self.widget)
