@@ -23,6 +23,7 @@ from .controls import (
     check_heads,
     check_int_in,
     divisors,
+    scrolling_table,
 )
 from .viz import canvas_png, plain_log_ticks
 
@@ -109,10 +110,8 @@ class CostPanel(Panel):
         self.image, self.alt, figure = self._figure("image")
         self.worked = widgets.HTML()
         self.worked.add_class("mha-cost-worked")
-        self.worked.add_class("mha-scroll-x")  # a table: scrolls sideways on a phone, and says so
         self.by_h = widgets.HTML()
         self.by_h.add_class("mha-cost-by-h")
-        self.by_h.add_class("mha-scroll-x")
         self.plot = _CostPlot()
         self.image.layout.width = f"{round(self.plot.fig.get_figwidth() * PANEL_DPI)}px"  # CSS px
         self.widget = widgets.VBox([self._controls(widgets.HBox([self.d_model, self.h, self.N])), self.status, self.numbers,
@@ -150,8 +149,8 @@ class CostPanel(Panel):
         self.worked.value = (
             f"<b>Worked example</b> (d_model={WORKED_D_MODEL}, h={WORKED_H}, d_k={WORKED_D_MODEL // WORKED_H}): "
             f"params = {s['worked_params']:,}"
-            "<table class='mha-worked'><tr><th>N</th><th>projections</th><th>attention</th><th>total MACs</th>"
-            f"<th>proj / attn</th></tr>{rows}</table>"
+            + scrolling_table("<table class='mha-worked'><tr><th>N</th><th>projections</th><th>attention</th>"
+                              f"<th>total MACs</th><th>proj / attn</th></tr>{rows}</table>", "worked example table")
         )
 
 
@@ -169,8 +168,9 @@ def _by_h_html(s: dict) -> str:
         rows.append(f"<tr{bold}><td>{k}</td>{''.join(cells)}</tr>")
     return (f"<b>Against h</b> (N={s['N']:,}, d_model={s['d_model']:,}): projection and attention MACs do not "
             "change with h; only the softmax's h&middot;N&sup2; exponentials grow. Bar lengths are on a log scale."
-            "<table class='mha-worked mha-cost-by-h'><tr><th>h</th><th colspan='2'>projection MACs</th>"
-            "<th colspan='2'>attention MACs</th><th colspan='2'>softmax exps</th></tr>" + "".join(rows) + "</table>")
+            + scrolling_table("<table class='mha-worked mha-cost-by-h'><tr><th>h</th><th colspan='2'>projection MACs</th>"
+                              "<th colspan='2'>attention MACs</th><th colspan='2'>softmax exps</th></tr>"
+                              + "".join(rows) + "</table>", "counts against h table"))
 
 
 class _CostPlot:

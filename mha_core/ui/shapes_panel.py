@@ -22,6 +22,7 @@ from .controls import (
     check_heads,
     check_int_in,
     divisors,
+    scrolling_table,
 )
 from .shape_ledger import ledger_html, shape_boxes_svg
 
@@ -90,7 +91,6 @@ class ShapeExplorer(Panel):
         self.summary.add_class("mha-shape-summary")
         self.ledger = widgets.HTML()
         self.ledger.add_class("mha-shape-ledger")
-        self.ledger.add_class("mha-scroll-x")  # a table: scrolls sideways on a phone, and says so
         self.boxes = widgets.HTML()
         self.boxes.add_class("mha-shape-boxes")
         self.widget = widgets.VBox([
@@ -115,7 +115,7 @@ class ShapeExplorer(Panel):
             f"&nbsp;|&nbsp; MACs = <span class='mha-macs'>{m['total']:,}</span> "
             f"(projections {m['projections']:,} + attention {m['attention']:,})</div>"
         )
-        self.ledger.value = ledger_html(s["steps"])
+        self.ledger.value = scrolling_table(ledger_html(s["steps"]), "shape after every step")
         self.boxes.value = shape_boxes_svg(
             s["steps"], title=f"B={B}, N={N}, d_model={d_model}, h={h}, d_k={s['d_k']}")
 

@@ -302,6 +302,7 @@ function render({ model, el }) {
       canvas.style.cursor = model.get("pick_head") ? "pointer" : "";
       drawHead(canvas, head);
     });
+    el.dataset.labelPx = String(FONT_PX * drawnScale);  // the token labels' font size (the tests read it)
     el.dataset.drawn = String((Number(el.dataset.drawn) || 0) + 1);
   }
 
