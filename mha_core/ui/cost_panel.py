@@ -154,20 +154,27 @@ class CostPanel(Panel):
         )
 
 
+# The longest bar of the "Against h" table, in CSS px (the page's --mha-bar: shorter on a phone).
+BAR_PX = 120
+
+
 def _by_h_html(s: dict) -> str:
     """Counts for every h at the current N as an HTML table with bars: only the softmax grows."""
     rows = []
-    top = max(max(mm["projections"], mm["attention"], mm["softmax_exps"]) for _, mm in s["by_h"])
+    keys = ("projections", "attention", "softmax_exps")
+    top = {key: max(mm[key] for _, mm in s["by_h"]) for key in keys}  # each column's largest value
     for k, mm in s["by_h"]:
         cells = []
-        for key, colour in (("projections", "#3b528b"), ("attention", "#5ec962"), ("softmax_exps", "#fde725")):
-            width = max(1, round(160 * np.log1p(mm[key]) / np.log1p(top)))  # log scale: 1e4 .. 1e11 all visible
-            cells.append(f"<td style='text-align:right'>{mm[key]:,}</td><td><div style='width:{width}px;"
+        for key, colour in zip(keys, ("#3b528b", "#5ec962", "#fde725"), strict=True):
+            share = mm[key] / top[key]  # linear, against its own column's largest; the page sets --mha-bar
+            cells.append(f"<td style='text-align:right'>{mm[key]:,}</td><td><div class='mha-bar' data-share='{share:.4f}' "
+                         f"style='width:max(1px, calc({share:.4f} * var(--mha-bar, {BAR_PX}px)));"
                          f"height:9px;background:{colour}'></div></td>")
         bold = " style='font-weight:bold'" if k == s["h"] else ""
         rows.append(f"<tr{bold}><td>{k}</td>{''.join(cells)}</tr>")
     return (f"<b>Against h</b> (N={s['N']:,}, d_model={s['d_model']:,}): projection and attention MACs do not "
-            "change with h; only the softmax's h&middot;N&sup2; exponentials grow. Bar lengths are on a log scale."
+            "change with h; only the softmax's h&middot;N&sup2; exponentials grow. Each bar is drawn against the "
+            "largest value of its own column: equal bars, equal counts."
             + scrolling_table("<table class='mha-worked mha-cost-by-h'><tr><th>h</th><th colspan='2'>projection MACs</th>"
                               "<th colspan='2'>attention MACs</th><th colspan='2'>softmax exps</th></tr>"
                               + "".join(rows) + "</table>", "counts against h table"))

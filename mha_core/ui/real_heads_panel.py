@@ -63,9 +63,10 @@ INDUCTION_IDS = (1_000, 20_000)
 INDUCTION_SEED = 0
 # Both drawn in the browser (HeatmapGrid: hover, click, keyboard). The chosen head: BIG_TILE px,
 # growing to BIG_MAX_TILE px so that each of the induction demo's 41 tokens gets its label. The
-# thumbnails: THUMB_TILE px each, shrunk so that at least THUMB_COLUMNS fit side by side.
+# thumbnails: THUMB_TILE px each, growing to THUMB_MAX_TILE px so that each of up to 20 tokens gets
+# its label where the screen has room, shrunk so that at least THUMB_COLUMNS fit side by side.
 BIG_TILE, BIG_MAX_TILE = 260, 520
-THUMB_TILE, THUMB_COLUMNS = 150, 2
+THUMB_TILE, THUMB_MAX_TILE, THUMB_COLUMNS = 150, 240, 2
 # The patterns the panel finds heads for, by their score (mha_core.models.patterns), and what
 # the score is. "'it' -> animal" needs both words in the sentence (the example has them).
 PATTERNS = {
@@ -192,7 +193,8 @@ class RealHeadsPanel(Panel):
         self.label.add_class("mha-real-label")
         self.tokens_html = widgets.HTML()
         self.tokens_html.add_class("mha-real-tokens")
-        self.thumbs = HeatmapGrid(tile=THUMB_TILE, max_tile=THUMB_TILE, columns=THUMB_COLUMNS, pick_head=True)
+        self.thumbs = HeatmapGrid(tile=THUMB_TILE, max_tile=THUMB_MAX_TILE, columns=THUMB_COLUMNS,
+                                  pick_head=True)
         self.thumbs.add_class("mha-real-thumbs")
         self.thumbs.observe(self._thumb_picked, names="picked")
         find = widgets.HTML("<span class='mha-real-find'>find a head that looks at:</span>")

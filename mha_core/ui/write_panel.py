@@ -109,7 +109,10 @@ class WritePanel:
         self.rows = widgets.HTML()
         self.rows.add_class("mha-write-rows")
         self.widget = widgets.VBox([
-            widgets.HTML("<h3>Write: watch the model add tokens</h3>"),
+            widgets.HTML("<h3>Write: watch SmolLM2 add tokens</h3><p class='mha-write-intro'>SmolLM2, the model "
+                         "that writes, continues the prompt one token at a time. Press <b>write</b>: the text "
+                         "appears below, and under it one row per new token, showing where the chosen layer "
+                         "and head looked while choosing it.</p>"),
             Panel._controls(widgets.HBox([self.prompt, self.length, self.button], layout=widgets.Layout(flex_flow="row wrap")),
                             widgets.HBox([self.layer, self.head], layout=widgets.Layout(flex_flow="row wrap"))),
             self.status, self.caption, self.text, self.rows,
