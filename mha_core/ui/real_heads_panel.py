@@ -84,8 +84,8 @@ IT_TOKENS, ANIMAL_TOKENS = ("it", "Ġit", " it"), ("animal", "Ġanimal", " anima
 
 # The picker's entries (before a model is loaded); the caption uses the loaded model's own facts.
 MODELS = {
-    "minilm": "all-MiniLM-L6-v2 (encoder, fp32)",
-    "smollm2": "SmolLM2-135M-Instruct (decoder, 4-bit)",
+    "minilm": "all-MiniLM-L6-v2 (reads a whole sentence)",
+    "smollm2": "SmolLM2-135M-Instruct (writes text)",
 }
 
 
