@@ -42,3 +42,12 @@ def test_panels_display_as_their_widget():
     p = KV.kv_cache_panel()
     bundle = p._repr_mimebundle_()
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == p.widget.model_id
+
+
+def test_scrolling_table_is_a_labelled_focusable_region_with_a_hint():
+    from mha_core.ui.controls import scrolling_table
+
+    out = scrolling_table("<table><tr><td>1</td></tr></table>", "a 'quoted' table")
+    assert "<table><tr><td>1</td></tr></table>" in out
+    assert "tabindex='0'" in out and "role='region'" in out and "aria-label='a &#x27;quoted&#x27; table'" in out
+    assert "class='mha-scroll-hint' aria-hidden='true'" in out and "sideways" in out

@@ -72,3 +72,20 @@ def test_cost_panel_validates_its_starting_values(kwargs, exc, match):
 
 def test_cost_panel_figure_has_no_text_under_10_pt_on_the_page():
     assert_no_text_under_10_pt_on_the_page(CP.cost_panel())
+
+
+def test_the_against_h_bars_show_that_only_the_softmax_grows():
+    """Each column's bars are linear against that column's largest value: the projection and
+    attention bars are equally long for every h, the softmax bars grow in proportion to h."""
+    import re
+
+    p = CP.cost_panel()
+    rows = re.findall(r"<tr[^>]*><td>(\d+)</td>(.*?)</tr>", p.by_h.value)
+    assert len(rows) == p.by_h.value.count("<tr") - 1 >= 3
+    shares = {int(h): [float(w) for w in re.findall(r"data-share='([0-9.]+)'", cells)] for h, cells in rows}
+    hs = sorted(shares)
+    assert all(shares[h][:2] == [1.0, 1.0] for h in hs)  # projections and attention: full, equal bars
+    for h in hs:
+        assert shares[h][2] == pytest.approx(h / hs[-1], abs=1e-4)  # the softmax: in proportion to h
+        assert f"calc({shares[h][2]:.4f} * var(--mha-bar, {CP.BAR_PX}px))" in dict(rows)[str(h)]
+    assert "table" in p.by_h.value and "mha-scroll" in p.by_h.value  # scrolls on a phone, and says so

@@ -120,6 +120,9 @@ def _wait_pool_filled(server, fills: int) -> None:
         time.sleep(0.2)
 
 
+OPENING: dict[str, str] = {}  # what the page showed before any test moved a control
+
+
 @pytest.fixture(scope="module")
 def loaded(browser, server):
     _wait_pool_filled(server, 1)
@@ -129,6 +132,10 @@ def loaded(browser, server):
     _wait_pool_filled(server, 2)
     page, rec, seconds = _load(browser, server)
     _record("page load, preheated kernel (s)", seconds)
+    OPENING["heads caption"] = page.locator(".mha-heads-caption").text_content()
+    # the tests below start from the random layer (every h and N); the page opens on the trained one
+    page.locator(".mha-heads-kind button", has_text="random").click()
+    expect(page.locator(".mha-heads-caption")).to_contain_text("RANDOM", timeout=UPDATE_TIMEOUT_MS)
     page.evaluate(PAINT_PROBE, WATCH)
     yield page, rec
     page.close()
@@ -197,6 +204,46 @@ def test_cold_load_without_preheating(browser):
 
 
 # -- safety ----------------------------------------------------------------------------------------
+
+def test_the_small_layer_opens_on_trained_heads(loaded):
+    """The first maps of the small layer show something (a trained toy model's heads, with the line
+    on its task), not the noise of a random layer."""
+    if not trained_available():
+        pytest.skip("no trained toy models in this install")
+    assert "TRAINED parameters (toy task)" in OPENING["heads caption"]
+    assert "The toy task" in OPENING["heads caption"]
+
+
+def test_controls_stay_in_view_beside_their_figure_at_1366(loaded):
+    """A 1366x768 laptop: scrolled so that only the lower half of a figure is on screen, the
+    slider that drives it is still in the window, above the figure, covering none of it."""
+    page, _ = loaded
+    page.set_viewport_size({"width": 1366, "height": 768})
+    page.wait_for_timeout(600)
+    for figure, slider in ((HEATMAP, ".mha-heads-N"), (".mha-real-big.mha-heatmap", ".mha-real-layer"),
+                           (".mha-real-thumbs.mha-heatmap", ".mha-real-head"),
+                           (".mha-shape-boxes", ".mha-shape-N"), (".mha-cost-image", ".mha-cost-N"),
+                           (".mha-kv-image", ".mha-kv-n_kv")):
+        fig = page.locator(figure).first
+        fig.scroll_into_view_if_needed()
+        box = fig.bounding_box()
+        # scroll the page's scroller until the figure's middle is 100 px from the window's top
+        page.evaluate(f"dy => ({SCROLLER}).scrollBy(0, dy)", box["y"] + box["height"] / 2 - 100)
+        page.wait_for_timeout(300)
+        box = fig.bounding_box()
+        assert box["y"] + box["height"] / 2 < 768 and box["y"] + box["height"] > 100, (figure, box)
+        at_end = page.evaluate(f"(e => e.scrollTop + e.clientHeight >= e.scrollHeight - 1)({SCROLLER})")
+        assert box["y"] < 0 or box["y"] + box["height"] / 2 <= 300 or at_end, (figure, box)  # upper half off
+        handle = page.locator(f"{slider} .noUi-handle").bounding_box()
+        assert 0 <= handle["y"] and handle["y"] + handle["height"] <= 768, f"{slider} left the window: {handle}"
+        controls = page.locator(f".mha-controls:has({slider})").bounding_box()
+        assert controls["y"] + controls["height"] <= 768 / 2, f"{slider}'s controls cover half the window: {controls}"
+    # a phone-sized window: the controls scroll with the page (they would cover the figure)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.wait_for_timeout(300)
+    assert page.evaluate("getComputedStyle(document.querySelector('.mha-controls')).position") != "sticky"
+    page.set_viewport_size({"width": 1280, "height": 1000})
+
 
 def test_sources_are_stripped(loaded):
     page, _ = loaded
@@ -332,7 +379,7 @@ def test_head_controls_change_the_heatmap(loaded):
         assert page.locator(".mha-heads-panel .mha-status").text_content().strip() == ""
         h = max(trained_available())
         _set_selection(page, ".mha-heads-h", trained_available().index(h), str(h))
-        expect(caption).to_contain_text(f"TRAINED weights (toy task), h={h}, N={longest}", timeout=UPDATE_TIMEOUT_MS)
+        expect(caption).to_contain_text(f"TRAINED parameters (toy task), h={h}, N={longest}", timeout=UPDATE_TIMEOUT_MS)
         options = page.locator(".mha-heads-query select").inner_text()
         assert "5:" in options and ": 5:" not in options  # "5:0", not "5: 5:0"
     else:  # no trained weights installed: a readable message, the random maps stay
@@ -537,6 +584,9 @@ def test_axe_wcag21_aa_no_serious_violation(loaded, width):
 
 # -- phones, tablets, screenshots -------------------------------------------------------------------
 
+# The element that scrolls the page in Voila's lab template (not the document: project tooling notes).
+SCROLLER = "(document.querySelector('div.lm-Widget.lm-BoxPanel-child') || document.scrollingElement)"
+
 LAYOUT = """() => {
   const vw = document.documentElement.clientWidth;
   const box = e => { const r = e.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, width: r.width, height: r.height}; };
@@ -549,7 +599,7 @@ LAYOUT = """() => {
   const figure = /mha-(figure|heatmap|shape-ledger|shape-boxes|cost-by-h|cost-worked)/;
   const scrollers = Array.from(document.querySelectorAll('body *')).filter(e => {
     const s = getComputedStyle(e); return e.scrollWidth > e.clientWidth + 1 && ['auto', 'scroll'].includes(s.overflowX);
-  }).filter(e => !figure.test(e.className) && !e.closest('.mha-figure, .mha-shape-ledger, .mha-shape-boxes, .mha-cost-by-h, .mha-cost-worked'))
+  }).filter(e => !figure.test(e.className) && !e.closest('.mha-figure, .mha-shape-ledger, .mha-shape-boxes, .mha-cost-by-h, .mha-cost-worked, .mha-table'))
     .map(e => e.className || e.tagName);
   const canvases = Array.from(document.querySelectorAll('.mha-heads-figure canvas')).map(box);
   const outputs = Array.from(document.querySelectorAll('.jp-OutputArea-output')).filter(o => o.querySelector('.jupyter-widgets'));
@@ -742,8 +792,47 @@ def test_touch_at_390(browser, server):
     t = tip.bounding_box()
     assert t["x"] >= 0 and t["x"] + t["width"] <= 390 + 0.5, t
     expect(tip).to_be_hidden(timeout=5_000)  # closes by itself after the tap
+    # the real model's small maps: two side by side, labels at >= 11 CSS px, drawn at the screen's
+    # pixel ratio (2 here) for the width they are shown at, never stretched
+    thumbs = page.evaluate(THUMB_LAYOUT)
+    assert thumbs["count"] >= 9 and thumbs["labelPx"] >= 11, thumbs
+    assert thumbs["perRow"] == 2, thumbs
+    assert all(c["right"] <= 390 + 0.5 for c in thumbs["canvases"]), thumbs
+    assert all(abs(c["pixels"] - 2 * c["css"]) <= 1 for c in thumbs["canvases"]), thumbs
+    # a table wider than the phone scrolls inside its box, and a line above it says so; the same
+    # with the cost table's bars made long enough that it cannot fit
+    tables = page.evaluate(TABLES)
+    assert len(tables) >= 3
+    for t in tables:
+        assert t["hint"] == t["overflows"], t  # the hint shows exactly when the table does not fit
+        assert t["right"] <= 390 + 0.5 and t["overflowX"] == "auto", t
+    page.add_style_tag(content=":root { --mha-bar: 400px !important; }")
+    page.evaluate("window.dispatchEvent(new Event('resize'))")
+    page.wait_for_timeout(300)
+    wide = [t for t in page.evaluate(TABLES) if "mha-cost-by-h" in t["name"]]
+    assert wide and all(t["overflows"] and t["hint"] and t["right"] <= 390 + 0.5 for t in wide), wide
     assert rec.errors() == []
     context.close()
+
+
+# The real-model panel's thumbnails: how many per row, their label size, CSS and canvas widths.
+THUMB_LAYOUT = """() => {
+  const el = document.querySelector('.mha-real-thumbs.mha-heatmap');
+  const canvases = Array.from(el.querySelectorAll('canvas')).map(c => {
+    const r = c.getBoundingClientRect(); return {top: Math.round(r.top), right: r.right, css: r.width, pixels: c.width}; });
+  const first = canvases.length ? canvases[0].top : 0;
+  return {count: canvases.length, labelPx: Number(el.dataset.labelPx), canvases,
+          perRow: canvases.filter(c => Math.abs(c.top - first) < 4).length};
+}"""
+
+# The tables that may be wider than a phone: does each overflow its box, and does its hint show?
+TABLES = """() => Array.from(document.querySelectorAll('.mha-table')).map(box => {
+  const inner = box.querySelector('.mha-scroll');
+  return {name: box.closest('[class*="mha-"]:not(.mha-table)').className.split(' ').filter(c => c.startsWith('mha-')).join(' '),
+          overflows: inner.scrollWidth > inner.clientWidth + 1,
+          hint: getComputedStyle(box.querySelector('.mha-scroll-hint')).display !== 'none',
+          right: inner.getBoundingClientRect().right, overflowX: getComputedStyle(inner).overflowX};
+})"""
 
 
 def timing_report() -> list[str]:

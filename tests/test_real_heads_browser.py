@@ -36,6 +36,7 @@ PAINT_PROBE = """() => {
   }).observe(box, {attributes: true, attributeFilter: ['data-drawn']});
 }"""
 BIG = ".mha-real-big.mha-heatmap[data-drawn] canvas"
+THUMBS = ".mha-real-thumbs.mha-heatmap[data-drawn] canvas"
 
 
 def _models_cached() -> None:
@@ -87,9 +88,8 @@ def test_the_panel_draws_real_maps_with_an_honest_label(page):
     assert "not quantised" in caption and " of 6" in caption and " of 12" in caption
     # it opens on the head that sends the most of "it"'s weight to "animal" (found by its score)
     assert "'it' → animal score" in page.locator(".mha-real-about").inner_text()
-    img = page.locator("img.mha-real-thumbs-image")
-    assert img.evaluate("i => i.complete && i.naturalWidth") > 300
-    assert "all-MiniLM-L6-v2" in img.get_attribute("alt")
+    assert page.locator(THUMBS).count() == 12  # every head of the layer, small, drawn in the browser
+    assert "all-MiniLM-L6-v2" in page.locator(".mha-real-thumbs .mha-heatmap-alt").text_content()
     assert page.locator(BIG).count() == 1  # the chosen head, drawn in the browser
     assert "all-MiniLM-L6-v2" in page.locator(".mha-real-big .mha-heatmap-alt").text_content()
     assert "animal" in page.locator(".mha-real-tokens").inner_text()
@@ -99,8 +99,8 @@ def test_the_panel_draws_real_maps_with_an_honest_label(page):
 def test_layer_and_head_switch_latency(page):
     """Key press on the layer/head slider to the new map painted, from the cached forward pass.
 
-    A first view of a layer or head draws its PNG unless the kernel drew it while idle (the
-    neighbours of the view); a revisit reuses the drawn picture. Back-to-back presses leave the
+    A layer switch sends the layer's weights for the thumbnails as well as the chosen head's map; a
+    head switch sends the one map and the thumbnails' captions. Back-to-back presses leave the
     kernel no idle time; presses after a pause are what a reader reading each map does.
     """
     for model, layers in (("minilm", 6), ("smollm2", 30)):
@@ -146,9 +146,7 @@ def test_the_xss_sentence_renders_as_text(page):
     assert ":<" in text and ":>" in text  # "<" and ">" shown as tokens, as text
     page.wait_for_timeout(500)
     assert page.dialogs == []
-    imgs = page.locator(".mha-real-panel img")
-    classes = sorted(imgs.nth(i).get_attribute("class") for i in range(imgs.count()))
-    assert classes == ["mha-real-thumbs-image"]
+    assert page.locator(".mha-real-panel img").count() == 0  # every map is a canvas; tokens are text
     assert page.locator("img[src='x']").count() == 0
     assert page.evaluate("document.querySelectorAll('[onerror]').length") == 0
 
@@ -194,7 +192,7 @@ def test_switching_model_after_the_induction_demo(page):
     expect(status).to_have_text("")
     assert "SmolLM2" not in _caption(page).inner_text()
     assert _readout(page, ".mha-real-layer") <= 5
-    assert "all-MiniLM-L6-v2" in page.locator("img.mha-real-thumbs-image").get_attribute("alt")
+    assert "all-MiniLM-L6-v2" in page.locator(".mha-real-thumbs .mha-heatmap-alt").text_content()
     # MiniLM's last head (11) does not exist in SmolLM2 (9 heads), SmolLM2's last layer (29) not in MiniLM
     for model, layers, heads, to, to_layers, to_heads in (("minilm", 6, 12, "smollm2", 30, 9),
                                                           ("smollm2", 30, 9, "minilm", 6, 12)):
@@ -268,3 +266,24 @@ def test_a_missing_model_cache_names_make_models(browser, tmp_path, monkeypatch)
         expect(status).to_contain_text("make models", timeout=LOAD_TIMEOUT_MS)
         assert "Traceback" not in pg.inner_text("body")
         pg.close()
+
+
+def test_clicking_a_thumbnail_opens_that_head(page):
+    """Each small map of the layer is a way in: a click opens that head (the big map, the caption, the
+    head slider follow) and its caption says "(open)"; Enter on a focused thumbnail does the same."""
+    _pick_model(page, "minilm")
+    _sentence(page, R.EXAMPLE)
+    expect(_caption(page)).to_contain_text("all-MiniLM-L6-v2", timeout=UPDATE_TIMEOUT_MS)
+    set_int(page, ".mha-real-layer", 2, UPDATE_TIMEOUT_MS)
+    set_int(page, ".mha-real-head", 0, UPDATE_TIMEOUT_MS)
+    thumb = page.locator(THUMBS).nth(7)
+    thumb.scroll_into_view_if_needed()
+    thumb.click()
+    expect(_caption(page)).to_contain_text("head 7 of 12", timeout=UPDATE_TIMEOUT_MS)
+    assert _readout(page, ".mha-real-head") == 7 and _readout(page, ".mha-real-layer") == 2
+    expect(page.locator(".mha-real-big .mha-heatmap-title")).to_contain_text("layer 2, head 7")
+    expect(page.locator(".mha-real-thumbs figcaption").nth(7)).to_have_text("head 7 (open)")
+    set_int(page, ".mha-real-head", 1, UPDATE_TIMEOUT_MS)
+    page.locator(THUMBS).nth(7).click()  # the same thumbnail again, after a move elsewhere
+    expect(_caption(page)).to_contain_text("head 7 of 12", timeout=UPDATE_TIMEOUT_MS)
+    assert page.console_errors == []

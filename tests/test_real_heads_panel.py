@@ -8,7 +8,6 @@ finds the planted induction head.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from html.parser import HTMLParser
 
@@ -34,7 +33,7 @@ class Tags(HTMLParser):
 
 
 def _page(p: R.RealHeadsPanel) -> str:
-    return "".join(w.value for w in (p.status, p.busy, p.label, p.tokens_html, p.thumbs_html, p.about))
+    return "".join(w.value for w in (p.status, p.busy, p.label, p.tokens_html, p.about))
 
 
 def _big(p: R.RealHeadsPanel) -> tuple:
@@ -65,15 +64,18 @@ def test_the_panel_opens_on_the_head_with_the_most_weight_from_it_to_animal(load
 def test_first_view_names_model_layer_head_and_that_the_weights_are_real(panel, load):
     caption = panel.label.value
     assert panel.status.value == ""
-    assert "fake minilm" in caption and "not quantised" in caption and "real pretrained weights" in caption
+    assert "fake minilm" in caption and "not quantised" in caption and "real pretrained parameters" in caption
     assert "<b>layer 0</b> of 2" in caption and "<b>head 0</b> of 12" in caption
     assert "bidirectional" in caption
-    imgs = [a for t, a in Tags(_page(panel)).tags if t == "img"]
-    assert [a["class"] for a in imgs] == ["mha-real-thumbs-image"]
-    assert imgs[0]["src"].startswith("data:image/png;base64,") and len(imgs[0]["src"]) > 1000
-    assert "layer 0" in imgs[0]["alt"] and "fake minilm" in imgs[0]["alt"] and "all 12 heads" in imgs[0]["alt"]
-    big = panel.big_map  # the chosen head, drawn in the browser from its weights
+    assert [t for t, _ in Tags(_page(panel)).tags if t == "img"] == []  # every map is drawn in the browser
+    thumbs = panel.thumbs  # every head of the layer, small, drawn in the browser from its weights
     n = len(load.models["minilm"].tokens(load.models["minilm"].encode(R.EXAMPLE)))
+    assert (thumbs.h, thumbs.n, len(thumbs.weights)) == (12, n, 12 * n * n * 4)
+    assert thumbs.columns == R.THUMB_COLUMNS and thumbs.pick_head
+    assert "layer 0" in thumbs.title and "fake minilm" in thumbs.title and "all 12 heads" in thumbs.title
+    assert thumbs.captions[0] == "head 0 (open)" and thumbs.captions[1] == "head 1"
+    assert "Head 11" in thumbs.alt and "fake minilm" in thumbs.alt
+    big = panel.big_map  # the chosen head, drawn in the browser from its weights
     assert (big.h, big.n, len(big.weights)) == (1, n, n * n * 4)
     assert "layer 0, head 0" in big.title and "fake minilm" in big.alt and "head 0" in big.alt
 
@@ -92,7 +94,8 @@ def test_the_xss_sentence_is_text_everywhere(panel):
     page = _page(panel)
     tags = Tags(page).tags
     assert all(not any(k.startswith("on") for k in attrs) for _, attrs in tags)
-    assert [a.get("class") for t, a in tags if t == "img"] == ["mha-real-thumbs-image"]
+    assert [t for t, _ in tags if t == "img"] == []
+    assert XSS in panel.thumbs.labels or any("<" in t for t in panel.thumbs.labels)  # canvas text, not HTML
     assert XSS in panel.big_map.labels or any("<" in t for t in panel.big_map.labels)  # drawn as canvas text
     assert "&lt;img" in panel.tokens_html.value
     assert "onerror=alert(1)&gt;" in panel.tokens_html.value
@@ -121,13 +124,15 @@ def test_bad_sentences_give_a_message_and_keep_the_last_maps(panel, sentence, wo
 def test_layer_and_head_switches_reuse_the_forward_pass(panel, load):
     model = load.models["minilm"]
     forwards = model.forwards
-    thumbs = panel.thumbs_html.value
+    thumbs = panel.thumbs.weights
     big = _big(panel)
+    sent = []
+    panel.thumbs.observe(lambda c: sent.append(1), names="weights")
     panel.head.value = 5
-    assert panel.thumbs_html.value == thumbs  # the same layer: thumbnails untouched
+    assert sent == [] and panel.thumbs.captions[5] == "head 5 (open)"  # the same layer: no weights resent
     assert _big(panel) != big and "<b>head 5</b>" in panel.label.value
     panel.layer.value = 1
-    assert panel.thumbs_html.value != thumbs and "<b>layer 1</b>" in panel.label.value
+    assert panel.thumbs.weights != thumbs and "<b>layer 1</b>" in panel.label.value and "layer 1" in panel.thumbs.title
     assert model.forwards == forwards
     panel.sentence.value = "a new sentence"
     assert model.forwards == forwards + 1
@@ -135,33 +140,21 @@ def test_layer_and_head_switches_reuse_the_forward_pass(panel, load):
     assert model.forwards == forwards + 1
 
 
-def test_a_revisited_layer_is_not_drawn_again(panel, monkeypatch):
-    drawn = []
-    render = panel.thumbs.render
-    monkeypatch.setattr(panel.thumbs, "render", lambda *a, **k: drawn.append(1) or render(*a, **k))
-    panel.head.value = 1
+def test_clicking_a_thumbnail_opens_that_head(panel):
     panel.layer.value = 1
-    assert len(drawn) == 1  # the thumbnails of layer 1
-    first = panel.thumbs_html.value
-    panel.layer.value = 0
-    panel.head.value = 0
-    panel.head.value = 1
-    panel.layer.value = 1
-    assert len(drawn) == 1 and panel.thumbs_html.value == first
+    panel.thumbs.picked = 7  # what a click (or Enter) on the eighth small map sends
+    assert (panel.layer.value, panel.head.value) == (1, 7) and panel.thumbs.picked == -1
+    assert "<b>head 7</b>" in panel.label.value and "layer 1, head 7" in panel.big_map.title
+    assert panel.thumbs.captions[7] == "head 7 (open)"
+    panel.head.value = 2
+    panel.thumbs.picked = 7  # the same thumbnail again, after a move elsewhere
+    assert panel.head.value == 7
 
 
-def test_neighbours_are_drawn_while_idle_in_an_event_loop(panel):
-    async def move_and_wait():
-        panel.head.value = 3
-        await asyncio.sleep(R.PREFETCH_DELAY_S + 2.0)
-
-    assert not any(k[0] == "thumbs" and k[2] == 1 for k in panel._pictures)  # no event loop: no prefetch
-    asyncio.run(move_and_wait())
-    assert any(k[0] == "thumbs" and k[2] == 1 for k in panel._pictures)
-    assert not panel._prefetching and panel._todo == []
-    before = len(panel._pictures)
-    panel.layer.value = 1  # prefetched: shown without drawing
-    assert len(panel._pictures) == before and "<b>layer 1</b>" in panel.label.value
+def test_a_forged_thumbnail_pick_is_refused(panel):
+    with pytest.raises(Exception, match="picked must be -1"):
+        panel.thumbs.picked = 12
+    assert panel.head.value == 0
 
 
 def test_the_example_button_restores_the_example(panel):

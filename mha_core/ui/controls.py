@@ -120,6 +120,15 @@ class GuardedText(Guarded, widgets.Text):
     """``Text`` that reports refused values (a forged number instead of text) in the panel."""
 
 
+def scrolling_table(table: str, label: str) -> str:
+    """``table`` (HTML) in a box that scrolls sideways when the screen is narrower than the table,
+    with a line above it that the page shows only then (the template's script sets
+    ``mha-overflows``). The box is a labelled region with a tab stop, so a keyboard can scroll it."""
+    return (f"<div class='mha-table'><p class='mha-scroll-hint' aria-hidden='true'>&#8596;&#xFE0E; wider than "
+            f"the screen: swipe the table sideways</p><div class='mha-scroll' tabindex='0' role='region' "
+            f"aria-label='{html.escape(label, quote=True)}'>{table}</div></div>")
+
+
 # -- the panel base ------------------------------------------------------------------------------
 
 class Panel:
@@ -161,6 +170,14 @@ class Panel:
         """Name the panel's box for the page's CSS (``mha-panel``: stacks on small screens)."""
         box.add_class(f"mha-{self.name}-panel")
         box.add_class("mha-panel")
+        return box
+
+    @staticmethod
+    def _controls(*rows: widgets.Widget) -> widgets.VBox:
+        """The rows of controls that drive the figure below them (``mha-controls``): on a laptop or
+        a projector the page keeps them in view while the rest of their panel scrolls past."""
+        box = widgets.VBox(list(rows))
+        box.add_class("mha-controls")
         return box
 
     def _control(self, cls, css: str, **kwargs):

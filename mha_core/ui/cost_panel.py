@@ -23,6 +23,7 @@ from .controls import (
     check_heads,
     check_int_in,
     divisors,
+    scrolling_table,
 )
 from .viz import canvas_png, plain_log_ticks
 
@@ -113,7 +114,7 @@ class CostPanel(Panel):
         self.by_h.add_class("mha-cost-by-h")
         self.plot = _CostPlot()
         self.image.layout.width = f"{round(self.plot.fig.get_figwidth() * PANEL_DPI)}px"  # CSS px
-        self.widget = widgets.VBox([widgets.HBox([self.d_model, self.h, self.N]), self.status, self.numbers,
+        self.widget = widgets.VBox([self._controls(widgets.HBox([self.d_model, self.h, self.N])), self.status, self.numbers,
                                     widgets.HBox([figure, self.by_h]), self.worked])
         self._finish(self.widget)
         self.refresh()
@@ -148,27 +149,35 @@ class CostPanel(Panel):
         self.worked.value = (
             f"<b>Worked example</b> (d_model={WORKED_D_MODEL}, h={WORKED_H}, d_k={WORKED_D_MODEL // WORKED_H}): "
             f"params = {s['worked_params']:,}"
-            "<table class='mha-worked'><tr><th>N</th><th>projections</th><th>attention</th><th>total MACs</th>"
-            f"<th>proj / attn</th></tr>{rows}</table>"
+            + scrolling_table("<table class='mha-worked'><tr><th>N</th><th>projections</th><th>attention</th>"
+                              f"<th>total MACs</th><th>proj / attn</th></tr>{rows}</table>", "worked example table")
         )
+
+
+# The longest bar of the "Against h" table, in CSS px (the page's --mha-bar: shorter on a phone).
+BAR_PX = 120
 
 
 def _by_h_html(s: dict) -> str:
     """Counts for every h at the current N as an HTML table with bars: only the softmax grows."""
     rows = []
-    top = max(max(mm["projections"], mm["attention"], mm["softmax_exps"]) for _, mm in s["by_h"])
+    keys = ("projections", "attention", "softmax_exps")
+    top = {key: max(mm[key] for _, mm in s["by_h"]) for key in keys}  # each column's largest value
     for k, mm in s["by_h"]:
         cells = []
-        for key, colour in (("projections", "#3b528b"), ("attention", "#5ec962"), ("softmax_exps", "#fde725")):
-            width = max(1, round(160 * np.log1p(mm[key]) / np.log1p(top)))  # log scale: 1e4 .. 1e11 all visible
-            cells.append(f"<td style='text-align:right'>{mm[key]:,}</td><td><div style='width:{width}px;"
+        for key, colour in zip(keys, ("#3b528b", "#5ec962", "#fde725"), strict=True):
+            share = mm[key] / top[key]  # linear, against its own column's largest; the page sets --mha-bar
+            cells.append(f"<td style='text-align:right'>{mm[key]:,}</td><td><div class='mha-bar' data-share='{share:.4f}' "
+                         f"style='width:max(1px, calc({share:.4f} * var(--mha-bar, {BAR_PX}px)));"
                          f"height:9px;background:{colour}'></div></td>")
         bold = " style='font-weight:bold'" if k == s["h"] else ""
         rows.append(f"<tr{bold}><td>{k}</td>{''.join(cells)}</tr>")
     return (f"<b>Against h</b> (N={s['N']:,}, d_model={s['d_model']:,}): projection and attention MACs do not "
-            "change with h; only the softmax's h&middot;N&sup2; exponentials grow. Bar lengths are on a log scale."
-            "<table class='mha-worked mha-cost-by-h'><tr><th>h</th><th colspan='2'>projection MACs</th>"
-            "<th colspan='2'>attention MACs</th><th colspan='2'>softmax exps</th></tr>" + "".join(rows) + "</table>")
+            "change with h; only the softmax's h&middot;N&sup2; exponentials grow. Each bar is drawn against the "
+            "largest value of its own column: equal bars, equal counts."
+            + scrolling_table("<table class='mha-worked mha-cost-by-h'><tr><th>h</th><th colspan='2'>projection MACs</th>"
+                              "<th colspan='2'>attention MACs</th><th colspan='2'>softmax exps</th></tr>"
+                              + "".join(rows) + "</table>", "counts against h table"))
 
 
 class _CostPlot:

@@ -16,8 +16,16 @@ GLOSSARY: dict[str, str] = {
     "token": "A piece of text the model reads as one unit: a word, part of a word, or a punctuation mark.",
     "query": "The token that is looking: each row of a map is one query.",
     "key": "A token being looked at: each column of a map is one key.",
-    "head": "One attention pattern: for every token, a set of weights over the tokens it may look at. "
-            "A layer runs h heads side by side, each with its own idea of what is relevant.",
+    "head": "One way of looking: for every token, how much attention it pays to each token it may look "
+            "at (its attention weights). A layer runs several heads side by side (h of them), each with "
+            "its own idea of what is relevant.",
+    "attention weight": "How much one token looks at another: a share between 0 and 1, and the shares of "
+                        "one token add up to 1. The colour of a square in a map.",
+    "parameters": "The numbers a model learns in training (its weight matrices, often also called "
+                  "weights). Random parameters: an untrained model. Not the attention weights, "
+                  "which the model computes afresh for every sentence.",
+    "layer": "One round of attention in a model. A model stacks layers: each layer's heads look at what "
+             "the layer below produced, so later layers can combine what earlier ones found.",
     "softmax": "Turns a row of scores into weights that are positive and add up to 1.",
     "d_model": "The width of the model: how many numbers describe each token.",
     "d_k": "The width of one head: d_model / h numbers per token.",
@@ -36,9 +44,13 @@ GLOSSARY: dict[str, str] = {
     "MHA": "Plain multi-head attention: every head has its own keys and values.",
     "[CLS]": "A special token BERT-style models put before the text; many heads park weight on it "
              "when they have nothing better to look at.",
-    "quantised": "The weights are stored with fewer bits (here 4 bits, grouped with a scale: the "
-                 "GGUF formats Q4_1, and Q8_0 for the embeddings) to make the file small; they are "
-                 "expanded back to ordinary numbers before use.",
+    "quantised": "The parameters are stored with fewer bits (here 4 bits each, like rounding every "
+                 "number coarsely) to make the file small; they are expanded back to ordinary numbers "
+                 "before use.",
+    "first token": "Many heads send their attention to the first token when nothing in the sentence "
+                   "fits what they look for: a resting place, often called an attention sink.",
+    "previous token": "A head that looks at the token just before: it lets the next layer know which "
+                      "word came before each word (word order, pairs such as \"New York\").",
     "induction head": "A head that finds the earlier place where the current token appeared and looks "
                       "at the token that came next there: it lets a model continue a pattern it has "
                       "seen (Olsson et al. 2022).",

@@ -75,7 +75,7 @@ def toy_task_line() -> str:
 
 def short_title(kind: str, h: int, n: int, causal: bool) -> str:
     """The figure's one-line title: which weights, how many heads and tokens, which mask."""
-    what = "Trained weights (toy task)" if kind == "trained" else "Random weights (untrained layer)"
+    what = "Trained parameters (toy task)" if kind == "trained" else "Random parameters (untrained layer)"
     return f"{what} · h={h}, N={n} · {'causal mask' if causal else 'no mask'}"
 
 
@@ -116,7 +116,7 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
         x = embed_tokens(labels, HEAD_D_MODEL, seed=seed)  # (N, d_model)
         params = init_params(MHAConfig(HEAD_D_MODEL, h), rng=seed)
         _, weights = multi_head_attention(x, params, h, causal=bool(causal), return_weights=True)  # (h, N, N)
-        title = f"RANDOM (untrained) weights, seed {seed}: d_model={HEAD_D_MODEL}, h={h}, N={N}, {mask_txt}"
+        title = f"RANDOM (untrained) parameters, seed {seed}: d_model={HEAD_D_MODEL}, h={h}, N={N}, {mask_txt}"
         return labels, weights, title
     available = trained_available()
     if not available:
@@ -136,7 +136,7 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
     weights = weights * causal_mask(n)  # (h, N, N): forbidden keys -> 0
     weights = weights / weights.sum(axis=-1, keepdims=True)  # (h, N, N): = masked softmax
     cut = f" (its sequences have {longest} tokens)" if N > longest else ""
-    title = f"TRAINED weights (toy task), h={h}, N={n}{cut}, causal mask (the model was trained causally)"
+    title = f"TRAINED parameters (toy task), h={h}, N={n}{cut}, causal mask (the model was trained causally)"
     return labels, weights, title
 
 
@@ -162,7 +162,7 @@ class HeadExplorer(Panel):
         self.query = self._control(GuardedDropdown, "query", options=self._query_options(tokens(N)), value=-1,
                                    description="query")
         kinds = [("random init", "random"), ("trained (toy task)", "trained")]
-        self.kind = self._control(GuardedToggleButtons, "kind", options=kinds, value=kind, description="weights")
+        self.kind = self._control(GuardedToggleButtons, "kind", options=kinds, value=kind, description="parameters")
         self.download = widgets.Button(description="PNG + SVG", icon="download",
                                        tooltip="prepare download links for the current figure")
         self.download.add_class("mha-heads-download")
@@ -179,8 +179,7 @@ class HeadExplorer(Panel):
         self.caption = widgets.HTML()
         self.caption.add_class("mha-heads-caption")
         self.widget = widgets.VBox([
-            widgets.HBox([self.h, self.N, self.causal]),
-            widgets.HBox([self.query, self.kind]),
+            self._controls(widgets.HBox([self.h, self.N, self.causal]), widgets.HBox([self.query, self.kind])),
             widgets.HBox([self.download, self.links]),
             self.status, self.caption, self.figure,
         ])
@@ -282,7 +281,7 @@ class HeadExplorer(Panel):
             self._shown = (h, N, causal, kind)
         self.caption.value = (
             ("<div class='mha-heads-task'>" + html.escape(toy_task_line()) + "</div>" if kind == "trained" else "")
-            + "Each row is one query token; its weights sum to 1. Hover a cell for its weight; click a row to "
+            + "Each row is one query token; its attention weights sum to 1. Hover a cell for its weight; click a row to "
             f"pick that query.<details class='mha-spec'><summary>exact setting</summary><span class='mha-heads-title'>"
             f"{html.escape(full)}</span></details>")
         self.links.value = ""

@@ -98,6 +98,20 @@ class HeatmapGrid(anywidget.AnyWidget):
     lines = traitlets.List(traitlets.Int()).tag(sync=True)
     stripe = traitlets.List(traitlets.List(traitlets.Int(), minlen=2, maxlen=2)).tag(sync=True)
     captions = traitlets.List(traitlets.Unicode()).tag(sync=True)  # a name per map; default "head i"
+    # Small multiples (the real-model panel's thumbnails): at least ``columns`` maps side by side,
+    # each shrunk to fit the page's width (two on a 390 px phone); 0: one map's width is its own.
+    columns = traitlets.Int(0).tag(sync=True)
+    # ``pick_head``: a click (or Enter) on a map sets ``picked`` to its index instead of selecting
+    # a query row; whoever observes ``picked`` sets it back to -1 once handled.
+    pick_head = traitlets.Bool(False).tag(sync=True)
+    picked = traitlets.Int(-1).tag(sync=True)
+
+    @traitlets.validate("picked")
+    def _valid_picked(self, proposal):
+        i = proposal["value"]
+        if not -1 <= i < max(self.h, 1):
+            raise traitlets.TraitError(f"picked must be -1 (none) or a map index 0..{self.h - 1}, got {i}")
+        return i
 
     @traitlets.validate("query")
     def _valid_query(self, proposal):

@@ -105,8 +105,8 @@ class KVCachePanel(Panel):
         self.image, self.alt, figure = self._figure("image")
         self.plot = _KVPlot()
         self.image.layout.width = f"{round(self.plot.fig.get_figwidth() * PANEL_DPI)}px"  # CSS px
-        self.widget = widgets.VBox([widgets.HBox([self.model, self.dtype]), widgets.HBox([self.n_kv, self.context]),
-                                    self.status, self.numbers, figure])
+        self.widget = widgets.VBox([self._controls(widgets.HBox([self.model, self.dtype]),
+                                                   widgets.HBox([self.n_kv, self.context])), self.status, self.numbers, figure])
         self._finish(self.widget)
         self.refresh()
 

@@ -3,7 +3,8 @@
     real_heads_panel()   model picker, sentence box, layer and head selectors -> the chosen head
                          drawn in the browser (hover a cell for its weight, click a row for a
                          query), one sentence naming its pattern with its score, a layers x heads
-                         overview where a click opens a head, the layer's heads as thumbnails;
+                         overview where a click opens a head, the layer's heads as small maps
+                         (a click opens one);
                          buttons that find the head with the highest score for a pattern
                          (previous token, first token, itself, "it" -> "animal"), and a one-click
                          induction demo (random tokens repeated twice, the repeat and the stripe marked)
@@ -14,27 +15,21 @@ any ``load`` with the same interface, so the tests pass a small fake one. The pa
 
 What the page shows is never confusable with the random or toy weights of the other panels:
 the label above the maps names the model, the layer, the head, and whether the weights are
-quantised. Every token is HTML-escaped wherever it appears (the token list, the alt text) and
-``$`` is escaped for matplotlib's text renderer, so a sentence such as
-``<img src=x onerror=alert(1)>`` shows as text.
+quantised. Every token is HTML-escaped wherever it appears as HTML (the token list); the maps
+draw tokens as canvas text, so a sentence such as ``<img src=x onerror=alert(1)>`` shows as text.
 
 Speed: one forward pass per (model, sentence), kept in a small cache, with a busy sign while it
-runs; moving the layer or head sends one (N, N) map to the page and colour-maps the cached
-weights of the layer into ``HeadGrid``'s pre-drawn thumbnail frames. Drawn thumbnails are kept,
-and while the kernel is idle the neighbouring layers are drawn in advance.
-
-Thumbnails are ``<img alt=...>`` tags inside an ``ipywidgets.HTML`` (PNG as a data URI), not
-``ipywidgets.Image``: the latter has no alt text, and a screen reader needs one. The alt texts
-say what each map is and where its weight goes.
+runs; moving the head sends one (N, N) map to the page, moving the layer also the layer's
+(h, N, N) weights for the thumbnails. Both are drawn in the browser (``HeatmapGrid``), for the
+width they get and at the screen's pixel ratio: the thumbnails wrap, two side by side on a phone,
+more on a wide screen, each with its own token labels; each map has a description for screen
+readers.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
 import contextlib
 import html
-import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,7 +42,6 @@ from ..models import Model, patterns
 from ..models import load as load_model
 from .controls import GuardedDropdown, GuardedIntSlider, GuardedText, Panel
 from .glossary import term
-from .head_grid import HeadGrid
 from .heatmap_widget import HeatmapGrid
 from .score_grid import ScoreGrid
 from .shared_cache import shared
@@ -62,32 +56,27 @@ MAX_TOKENS = 128
 # of 15 tokens is 0.24 MB. Twenty dashboard sessions must not each hold ~100 MB of old maps.
 FORWARD_CACHE = 4
 FORWARD_CACHE_BYTES = 20 * 2**20
-# Drawn pictures kept per panel (a PNG of 128 tokens is ~50-100 kB): flicking back and forth
-# between layers or heads redraws nothing.
-PICTURE_CACHE = 64
-# The neighbours of the view (head +-1, layer +-1) are drawn while the page is idle, starting this
-# long after a view is shown (a key press that follows sooner finds the kernel free).
-PREFETCH_DELAY_S = 0.03
 # Induction demo: this many random tokens, then the same again (Olsson et al. 2022 use a few
 # dozen); drawn from ids in this range, which are ordinary word pieces in both vocabularies.
 INDUCTION_PERIOD = 20
 INDUCTION_IDS = (1_000, 20_000)
 INDUCTION_SEED = 0
-# Size of a thumbnail (inches at HeadGrid's 80 dpi). The chosen head is drawn in the browser
-# (HeatmapGrid: hover, click, keyboard) at BIG_TILE px, growing to BIG_MAX_TILE px so that each
-# of the induction demo's 41 tokens gets its label.
-THUMB_INCHES = 1.25
+# Both drawn in the browser (HeatmapGrid: hover, click, keyboard). The chosen head: BIG_TILE px,
+# growing to BIG_MAX_TILE px so that each of the induction demo's 41 tokens gets its label. The
+# thumbnails: THUMB_TILE px each, growing to THUMB_MAX_TILE px so that each of up to 20 tokens gets
+# its label where the screen has room, shrunk so that at least THUMB_COLUMNS fit side by side.
 BIG_TILE, BIG_MAX_TILE = 260, 520
+THUMB_TILE, THUMB_MAX_TILE, THUMB_COLUMNS = 150, 240, 2
 # The patterns the panel finds heads for, by their score (mha_core.models.patterns), and what
 # the score is. "'it' -> animal" needs both words in the sentence (the example has them).
 PATTERNS = {
-    "previous token": "its mean weight on the token just before",
-    "first token": "its mean weight on the first token",
-    "itself": "its mean weight on the token itself",
-    "'it' → animal": 'the share of the weight of "it" that goes to "animal"',
+    "previous token": "the mean share of attention it puts on the token just before",
+    "first token": "the mean share of attention it puts on the first token",
+    "itself": "the mean share of attention it puts on the token itself",
+    "'it' → animal": 'the share of the attention of "it" that goes to "animal"',
 }
 INDUCTION = "induction"
-INDUCTION_MEANING = "its mean weight on the token after the earlier copy of the current token"
+INDUCTION_MEANING = "the mean share of attention it puts on the token after the earlier copy of the current token"
 # A head "does" a pattern when its score reaches this; below it the panel says it has no single one.
 CLEAR_SCORE = 0.4
 IT_TOKENS, ANIMAL_TOKENS = ("it", "Ġit", " it"), ("animal", "Ġanimal", " animal")
@@ -95,28 +84,16 @@ IT_TOKENS, ANIMAL_TOKENS = ("it", "Ġit", " it"), ("animal", "Ġanimal", " anima
 
 # The picker's entries (before a model is loaded); the caption uses the loaded model's own facts.
 MODELS = {
-    "minilm": "all-MiniLM-L6-v2 (encoder, fp32)",
-    "smollm2": "SmolLM2-135M-Instruct (decoder, 4-bit)",
+    "minilm": "all-MiniLM-L6-v2 (reads a whole sentence)",
+    "smollm2": "SmolLM2-135M-Instruct (writes text)",
 }
 
 
 def weights_note(model) -> str:
     """What the caption says about the weights: real, and quantised or not."""
     if model.quantised:
-        return "real pretrained weights, 4-bit quantised"
-    return "real pretrained weights, not quantised (float32)"
-
-
-def _img_tag(png: bytes, alt: str, css: str) -> str:
-    data = base64.b64encode(png).decode("ascii")
-    return (f"<img class='{css}' alt='{html.escape(alt, quote=True)}' src='data:image/png;base64,{data}' "
-            f"style='max-width:100%;height:auto'>")
-
-
-def _plot_label(token: str) -> str:
-    """A token as HeadGrid draws it, on one line: ``$`` escaped (else matplotlib parses mathtext),
-    newlines and tabs shown as ``\\n`` and ``\\t``."""
-    return token.replace("$", r"\$").replace("\n", r"\n").replace("\t", r"\t")
+        return "real pretrained parameters, 4-bit quantised"
+    return "real pretrained parameters, not quantised (float32)"
 
 
 def _wrapping(model) -> tuple[list[int], list[int]]:
@@ -138,7 +115,6 @@ class _View:
 
     model: object
     labels: list[str]
-    plot_labels: list[str]
     weights: np.ndarray  # (layers, h, N, N)
     what: str  # the input, in words
     of_head: Callable[[int, int], str]  # what to add about one head (its induction score)
@@ -169,7 +145,6 @@ class RealHeadsPanel(Panel):
         self._load = load or load_model
         self._models: dict[str, object] = {}
         self._forwards: OrderedDict[tuple, tuple[list[str], np.ndarray]] = OrderedDict()
-        self.thumbs = HeadGrid(panel_inches=THUMB_INCHES)
         self.mode = "sentence"  # or "induction": the demo's random tokens instead of the sentence
         self._induction: dict[tuple, tuple[np.ndarray, int]] = {}  # demo key -> (scores (layers, h), start)
         self._scores: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()  # forward key -> pattern scores
@@ -218,26 +193,27 @@ class RealHeadsPanel(Panel):
         self.label.add_class("mha-real-label")
         self.tokens_html = widgets.HTML()
         self.tokens_html.add_class("mha-real-tokens")
-        self.thumbs_html = widgets.HTML()
-        self.thumbs_html.add_class("mha-real-thumbs")
+        self.thumbs = HeatmapGrid(tile=THUMB_TILE, max_tile=THUMB_MAX_TILE, columns=THUMB_COLUMNS,
+                                  pick_head=True)
+        self.thumbs.add_class("mha-real-thumbs")
+        self.thumbs.observe(self._thumb_picked, names="picked")
         find = widgets.HTML("<span class='mha-real-find'>find a head that looks at:</span>")
         side = widgets.Layout(flex="0 1 auto", max_width="min(100%, 48em)", margin="0 24px 0 0")  # map | overview
-        self.widget = widgets.VBox([
-            widgets.HBox([self.model, self.sentence, self.run, self.example],
-                         layout=widgets.Layout(flex_flow="row wrap")),
-            widgets.HBox([self.layer, self.head, self.induction], layout=widgets.Layout(flex_flow="row wrap")),
-            widgets.HBox([find, *self.presets.values()], layout=widgets.Layout(flex_flow="row wrap")),
+        wrap = widgets.Layout(flex_flow="row wrap")
+        # the controls stay in view while the maps they drive scroll past (not the write mode below)
+        heads = widgets.VBox([
+            self._controls(widgets.HBox([self.model, self.sentence, self.run, self.example], layout=wrap),
+                           widgets.HBox([self.layer, self.head, self.induction], layout=wrap),
+                           widgets.HBox([find, *self.presets.values()], layout=wrap)),
             self.status, self.busy, self.label, self.tokens_html,
             widgets.HBox([widgets.VBox([self.big_map, self.about], layout=side), self.overview],
                          layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
-            self.thumbs_html,
+            self.thumbs,
         ])
         self.writer = WritePanel(load=self._load)  # the "write" mode: SmolLM2 adds tokens one at a time
-        self.widget.children += (self.writer.widget,)
+        self.widget = widgets.VBox([heads, self.writer.widget])
         self._finish(self.widget)  # mha-real-panel, mha-panel: the page's small-screen layout
-        self._pictures: OrderedDict[tuple, str] = OrderedDict()  # drawn images, as <img> tags
-        self._todo: list[tuple[tuple, Callable[[], str]]] = []  # pictures to draw while idle
-        self._prefetching = False
+        self._thumbs_show: tuple | None = None  # (forward key, layer) the thumbnails show
         # open on a head worth seeing: the one with the highest `start` score (found, not written here)
         if self.refresh() and start is not None and start in self.pattern_scores(*self._view):
             self.show_pattern(start)
@@ -249,11 +225,7 @@ class RealHeadsPanel(Panel):
         except (ModelUnavailableError, ValueError) as err:
             self.show_error(str(err))
             return False
-        with warnings.catch_warnings():
-            # CJK or emoji tokens have no glyph in matplotlib's font: drawn as boxes in the picture
-            # (the token list shows them as text); the warning would land in the page.
-            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-            return super().refresh(**overrides)
+        return super().refresh(**overrides)
 
     # -- inputs --------------------------------------------------------------------------------
     def values(self) -> dict:
@@ -335,13 +307,27 @@ class RealHeadsPanel(Panel):
         self._forwards.move_to_end(key)
         return self._forwards[key]
 
-    def _thumbs(self, v: _View, layer: int) -> str:
-        """``<img>`` of every head of ``layer``, small."""
+    def _thumbs(self, v: _View, fkey: tuple, layer: int, head: int) -> None:
+        """Every head of ``layer``, small, the open one named so; the weights go to the page only
+        when the layer or the input changed (a new head changes only the captions)."""
         h = v.weights.shape[1]
-        png = self.thumbs.render(v.weights[layer], v.plot_labels,
-                                 title=(_plot_label(f"{v.short}: layer "), str(layer), f", all {h} heads"))
-        alt = f"Thumbnails of the attention maps of all {h} heads of layer {layer} of {v.model.label}, {v.what}."
-        return _img_tag(png, alt, "mha-real-thumbs-image")
+        captions = [f"head {i}" + (" (open)" if i == head else "") for i in range(h)]
+        if self._thumbs_show == (fkey, layer):
+            self.thumbs.captions = captions
+            return
+        self.thumbs.show(v.weights[layer], v.labels, captions=captions,  # (h, N, N)
+                         title=f"{v.short}: layer {layer}, all {h} heads (click one to open it)")
+        self._thumbs_show = (fkey, layer)
+
+    def _thumb_picked(self, change) -> None:
+        """A click (or Enter) on a thumbnail: open that head of the layer."""
+        head = change["new"]
+        if head < 0:
+            return
+        with self._quiet():
+            self.thumbs.picked = -1  # handled: the same thumbnail can be clicked again later
+            self.head.value = head
+        self.refresh()
 
     def _big(self, v: _View, layer: int, head: int) -> None:
         """The chosen head, drawn in the browser: hover reads a weight, a click or Enter picks a query."""
@@ -357,40 +343,6 @@ class RealHeadsPanel(Panel):
                           captions=[f"layer {layer}, head {head}"],
                           alt=_alt(f"{v.model.label}, {weights_note(v.model)}, layer {layer}, head {head}, "
                                    f"{v.what}{v.of_head(layer, head)}", v.labels, v.weights[layer, head]))
-
-    def _prefetch(self, todo: list[tuple[tuple, Callable[[], str]]]) -> None:
-        """Draw ``todo``'s pictures (the neighbours of the view) while the page is idle, one per turn
-        of the kernel's event loop, so a key press waits for at most one drawing. The newest view's
-        list replaces an older one. Without a running event loop (tests, scripts) nothing happens."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._todo = [(k, d) for k, d in todo if k not in self._pictures]
-        if self._todo and not self._prefetching:
-            self._prefetching = True
-            loop.call_later(PREFETCH_DELAY_S, self._prefetch_one, loop)
-
-    def _prefetch_one(self, loop) -> None:
-        if self._todo:
-            key, draw = self._todo.pop(0)
-            with contextlib.suppress(Exception), warnings.catch_warnings():  # speculative: errors show
-                warnings.filterwarnings("ignore", message="Glyph .* missing from font")  # when it is asked for
-                self._picture(key, draw, touch=False)
-        if self._todo:
-            loop.call_later(0, self._prefetch_one, loop)
-        else:
-            self._prefetching = False
-
-    def _picture(self, key: tuple, draw: Callable[[], str], touch: bool = True) -> str:
-        """The ``<img>`` tag for ``key``, drawn once (a revisited layer or head costs nothing)."""
-        if key not in self._pictures:
-            if len(self._pictures) >= PICTURE_CACHE:
-                self._pictures.popitem(last=False)
-            self._pictures[key] = draw()
-        if touch:
-            self._pictures.move_to_end(key)
-        return self._pictures[key]
 
     def _remember(self, key, value: tuple[list[str], np.ndarray]) -> None:
         """Keep a forward pass; drop the least recently shown ones beyond the count or byte limits."""
@@ -515,7 +467,7 @@ class RealHeadsPanel(Panel):
 
             def of_head(ly: int, hd: int) -> str:
                 return (f"; this head's induction score {scores[ly, hd]:.2f} "
-                        f"(mean weight on the token after the earlier occurrence)")
+                        f"(mean share of attention on the token after the earlier occurrence)")
         else:
             labels, weights = self.forward(model, sentence)
             what = f"your sentence, {len(labels)} tokens"
@@ -530,13 +482,11 @@ class RealHeadsPanel(Panel):
         m = self.get_model(model)
         n_kv = m.n_kv_heads
         kv = f" (reads key/value head {head // (h // n_kv)} of {n_kv}: GQA)" if n_kv < h else ""
-        view = _View(m, labels, [_plot_label(t) for t in labels], weights, what, of_head)
+        view = _View(m, labels, weights, what, of_head)
         fkey = (model, self.mode, sentence if self.mode == "sentence" else INDUCTION_PERIOD)
         self._view = (fkey, labels, weights)
-        self.thumbs_html.value = self._picture(("thumbs", fkey, layer), lambda: self._thumbs(view, layer))
+        self._thumbs(view, fkey, layer, head)
         self._big(view, layer, head)
-        self._prefetch([(("thumbs", fkey, ly), partial(self._thumbs, view, ly))
-                        for ly in (layer + 1, layer - 1) if 0 <= ly < n_layers])
         found = self.pattern_scores(fkey, labels, weights)
         self._show_overview(fkey, found, view.short, layer, head)
         self.about.value = _about(found, layer, head, self.mode == "induction", self.pattern)
@@ -546,7 +496,7 @@ class RealHeadsPanel(Panel):
             button.tooltip = (f"open the head with the highest {name} score" if name in found
                               else 'needs the words "it" and "animal" in the sentence (try the example sentence)')
         weights_said = weights_note(m)
-        short = (f"<b>{html.escape(view.short.split(',')[0])}</b>, real weights, "
+        short = (f"<b>{html.escape(view.short.split(',')[0])}</b>, real parameters, "
                  f"{'4-bit quantised' if m.quantised else 'not quantised'} &middot; <b>layer {layer}</b> of {n_layers}"
                  f" &middot; <b>head {head}</b> of {h}"
                  + (f" &middot; demo input, induction score {scores[layer, head]:.2f}" if self.mode == "induction" else ""))
@@ -585,7 +535,7 @@ def _about(found: dict[str, np.ndarray], layer: int, head: int, demo: bool, chos
     name = max(scores, key=scores.get)
     does = {"previous token": "mostly looks at the previous token", "first token": "mostly looks at the first token",
             "itself": "mostly looks at each token itself",
-            "'it' → animal": 'sends most of the weight of "it" to "animal"'}[name]
+            "'it' → animal": 'sends most of the attention of "it" to "animal"'}[name]
     also = (f" Its {chosen} score is {scores[chosen]:.2f} ({PATTERNS[chosen]})."
             if chosen in PATTERNS and chosen in scores and chosen != name else "")
     if scores[name] >= CLEAR_SCORE:
@@ -593,7 +543,7 @@ def _about(found: dict[str, np.ndarray], layer: int, head: int, demo: bool, chos
                 f"{name} score {scores[name]:.2f} ({PATTERNS[name]}).{also}</p>")
     listed = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
     return (f"<p class='mha-real-about-text'>Layer {layer}, head {head} shows none of the measured patterns clearly "
-            f"(scores: {listed}); its weight is spread or follows something else.</p>")
+            f"(scores: {listed}); its attention is spread or follows something else.</p>")
 
 
 def _alt(what: str, labels: list[str], w: np.ndarray) -> str:

@@ -22,6 +22,7 @@ from .controls import (
     check_heads,
     check_int_in,
     divisors,
+    scrolling_table,
 )
 from .shape_ledger import ledger_html, shape_boxes_svg
 
@@ -93,7 +94,7 @@ class ShapeExplorer(Panel):
         self.boxes = widgets.HTML()
         self.boxes.add_class("mha-shape-boxes")
         self.widget = widgets.VBox([
-            widgets.HBox([widgets.VBox([self.B, self.N]), widgets.VBox([self.d_model, self.h])]),
+            self._controls(widgets.HBox([widgets.VBox([self.B, self.N]), widgets.VBox([self.d_model, self.h])])),
             self.status, self.summary, self.ledger, self.boxes,
         ])
         self._finish(self.widget)
@@ -114,7 +115,7 @@ class ShapeExplorer(Panel):
             f"&nbsp;|&nbsp; MACs = <span class='mha-macs'>{m['total']:,}</span> "
             f"(projections {m['projections']:,} + attention {m['attention']:,})</div>"
         )
-        self.ledger.value = ledger_html(s["steps"])
+        self.ledger.value = scrolling_table(ledger_html(s["steps"]), "shape after every step")
         self.boxes.value = shape_boxes_svg(
             s["steps"], title=f"B={B}, N={N}, d_model={d_model}, h={h}, d_k={s['d_k']}")
 

@@ -26,7 +26,7 @@ import ipywidgets as widgets
 import numpy as np
 
 from ..models import load as load_model
-from .controls import GuardedIntSlider, GuardedText
+from .controls import GuardedIntSlider, GuardedText, Panel
 
 MODEL = "smollm2"  # the decoder: the encoder (MiniLM) does not write
 MAX_NEW_TOKENS = 24  # a class watching tokens appear; longer waits too long on a laptop
@@ -109,9 +109,12 @@ class WritePanel:
         self.rows = widgets.HTML()
         self.rows.add_class("mha-write-rows")
         self.widget = widgets.VBox([
-            widgets.HTML("<h3>Write: watch the model add tokens</h3>"),
-            widgets.HBox([self.prompt, self.length, self.button], layout=widgets.Layout(flex_flow="row wrap")),
-            widgets.HBox([self.layer, self.head], layout=widgets.Layout(flex_flow="row wrap")),
+            widgets.HTML("<h3>Write: watch SmolLM2 add tokens</h3><p class='mha-write-intro'>SmolLM2, the model "
+                         "that writes, continues the prompt one token at a time. Press <b>write</b>: the text "
+                         "appears below, and under it one row per new token, showing where the chosen layer "
+                         "and head looked while choosing it.</p>"),
+            Panel._controls(widgets.HBox([self.prompt, self.length, self.button], layout=widgets.Layout(flex_flow="row wrap")),
+                            widgets.HBox([self.layer, self.head], layout=widgets.Layout(flex_flow="row wrap"))),
             self.status, self.caption, self.text, self.rows,
         ])
         self.widget.add_class("mha-write-panel")
@@ -179,7 +182,7 @@ class WritePanel:
         tokens = m.tokens(np.asarray(ids, dtype=np.int64))
         n_prompt = len(self.prompt_ids)
         self.caption.value = (
-            f"<div class='mha-write-caption-text'><b>{html.escape(m.label)}</b>: real pretrained weights, "
+            f"<div class='mha-write-caption-text'><b>{html.escape(m.label)}</b>: real pretrained parameters, "
             f"<b>4-bit quantised</b>. Greedy decoding with the KV cache, at most {MAX_NEW_TOKENS} new tokens. "
             f"Each row: a new token, and where <b>layer {layer}, head {head}</b> looked while choosing it "
             f"(darker = more weight; hover a token for its exact weight).</div>")

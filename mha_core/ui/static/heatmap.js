@@ -18,6 +18,8 @@ const FONT_PX = 11;
 // The page may ask for larger maps (a projector): the CSS variable --mha-scale (1 by default)
 // multiplies every size above, and the canvases are redrawn at that size, never stretched.
 const TAP_TIP_MS = 1500; // after a tap, the tip stays this long
+const GAP_PX = 16; // between maps side by side (heatmap.css: .mha-heatmap-grid's column gap)
+const MIN_SMALL_PX = 72; // small multiples never shrink below this
 
 function floats(model) {
   const dv = model.get("weights");
@@ -80,20 +82,27 @@ function render({ model, el }) {
     const bar = document.createElement("span");
     bar.className = "mha-heatmap-bar";
     bar.style.background = `linear-gradient(to right, ${stops.join(",")})`;
-    const lo = document.createElement("span");
-    lo.textContent = "weight 0";
-    const hi = document.createElement("span");
-    hi.textContent = `1 (colour = weight^${gamma})`;
-    legend.append(lo, bar, hi);
+    const scale = document.createElement("span");  // "attention weight 0 [bar] 1" never breaks apart
+    scale.className = "mha-heatmap-scale";
+    scale.append("attention weight 0 ", bar, " 1");
+    const how = document.createElement("span");
+    how.textContent = gamma === 1 ? "" : (gamma === 0.5 ? "(colour by square root, so that small weights still show)"
+                                                         : `(colour = weight^${gamma})`);
+    legend.append(scale, how);
   }
 
   // A map's side: 12 px a token (every label fits) between `tile` and `max_tile`, times the page's
   // scale, and never wider than the room the page gives it.
+  // With `columns` set (small multiples), `columns` maps with their labels share the width, each
+  // shrunk as far as MIN_SMALL_PX if need be.
   function side(n, k) {
     const want = Math.min(Math.max(model.get("tile"), n * 12), Math.max(model.get("tile"), model.get("max_tile"))) * k;
-    const room = (frame() ? frame().clientWidth : 0) - LEFT_PX * k - 12;
-    if (room <= 0) { return Math.round(want); }  // not laid out yet: the ResizeObserver below redraws
-    return Math.round(Math.min(want, Math.max(room, model.get("tile") * k)));
+    const cols = Math.max(1, model.get("columns"));
+    const width = frame() ? frame().clientWidth : 0;
+    const room = (width - 12 - (cols - 1) * GAP_PX) / cols - LEFT_PX * k - 4;
+    if (width <= 0) { return Math.round(want); }  // not laid out yet: the ResizeObserver below redraws
+    const least = model.get("columns") > 0 ? MIN_SMALL_PX : model.get("tile") * k;
+    return Math.round(Math.min(want, Math.max(room, least)));
   }
 
   // What bounds the maps' width: the panel (its width does not depend on the maps), else the parent.
@@ -213,6 +222,11 @@ function render({ model, el }) {
     model.save_changes();
   }
 
+  function pickHead(head) {
+    model.set("picked", head);
+    model.save_changes();
+  }
+
   function build() {
     W = floats(model);
     drawnScale = scale();
@@ -246,6 +260,7 @@ function render({ model, el }) {
           hideTimer = setTimeout(hideTip, TAP_TIP_MS);
         });
         canvas.addEventListener("click", (e) => {
+          if (model.get("pick_head")) { pickHead(head); return; }
           const c = cellAt(canvas, e);
           if (c) { selectQuery(c[0]); }
         });
@@ -262,7 +277,7 @@ function render({ model, el }) {
             drawHead(canvas, head);
             showTip(describe(head, cursor[0], cursor[1]), canvas);
           } else if (e.key === "Enter" || e.key === " ") {
-            selectQuery(cursor[0]);
+            if (model.get("pick_head")) { pickHead(head); } else { selectQuery(cursor[0]); }
           } else if (e.key === "Escape") {
             model.set("query", -1);
             model.save_changes();
@@ -282,9 +297,12 @@ function render({ model, el }) {
       cap.textContent = name(head);
     });
     grid.querySelectorAll("canvas").forEach((canvas, head) => {
-      canvas.setAttribute("aria-label", `${name(head)}, map ${head + 1} of ${h}. Arrow keys read the weights, Enter selects the query row.`);
+      canvas.setAttribute("aria-label", `${name(head)}, map ${head + 1} of ${h}. Arrow keys read the weights, Enter ` +
+        (model.get("pick_head") ? "opens this head." : "selects the query row."));
+      canvas.style.cursor = model.get("pick_head") ? "pointer" : "";
       drawHead(canvas, head);
     });
+    el.dataset.labelPx = String(FONT_PX * drawnScale);  // the token labels' font size (the tests read it)
     el.dataset.drawn = String((Number(el.dataset.drawn) || 0) + 1);
   }
 
@@ -303,6 +321,7 @@ function render({ model, el }) {
   model.on("change:weights", build);
   model.on("change:query", build);
   model.on("change:stripe", build);
+  model.on("change:captions", build);
   model.on("change:lut", drawLegend);
   // a click sets `query` here first, so the kernel's answer may change only the description
   model.on("change:alt", () => { desc.textContent = model.get("alt"); });
