@@ -41,6 +41,11 @@ CALLS = {
     "worked_example": (lambda: F.show_worked_example_macs(
         np.array([10, 100, 4096]), 4 * np.array([10, 100, 4096]) * 512**2, 2 * np.array([10, 100, 4096])**2 * 512,
         d_model=512, h=8, n_star=1024, marks=(100, 2000)), "10.2 times the attention core"),
+    "kv_cache_sizes": (lambda: F.show_kv_cache_sizes([4, 2, 1], [2.0, 1.0, 0.5], n_tokens=1024, d_model=64,
+                                                     n_heads=4, layers=2), "2 GiB, 1 GiB, 0.5 GiB"),
+    "decode_profile": (lambda: F.show_decode_profile(
+        {"MHA": dict.fromkeys(F.DECODE_STAGES, 1.0), "MQA": dict.fromkeys(F.DECODE_STAGES, 0.5)},
+        {"MHA": 48.0, "MQA": 10.0}), "MQA (10 MiB read): projections 0.50 ms"),
 }
 
 
@@ -58,3 +63,38 @@ def test_arrays_of_different_lengths_are_refused():
         F.show_weights_bar(["a", "b"], np.array([1.0]))
     with pytest.raises(ValueError, match=r"mask must have shape \(2, 2\)"):
         F.show_causal_mask(np.ones((3, 3), bool), ["a", "b"])
+
+
+def _decode_layer(n_kv: int, t: int = 40):
+    from mha_core import MHAConfig, init_kv_cache, init_params, prefill
+
+    p = init_params(MHAConfig(32, 4, n_kv_heads=n_kv), rng=0)
+    x = np.random.default_rng(1).standard_normal((t, 32)).astype(np.float32)  # (t, d_model)
+    cache = init_kv_cache(p, 4, t + 1, n_kv_heads=n_kv)
+    return x, p, prefill(x, p, 4, cache, n_kv_heads=n_kv)
+
+
+@pytest.mark.parametrize("n_kv", [4, 2, 1])
+def test_profile_decode_step_times_every_stage_and_leaves_the_cache_as_it_was(n_kv):
+    x, p, cache = _decode_layer(n_kv)
+    before = cache.K.copy()
+    times = F.profile_decode_step(x[-1], p, 4, cache, n_kv_heads=n_kv, repeats=3)
+    assert list(times) == ["step", *F.DECODE_STAGES]
+    assert all(ms > 0 for ms in times.values())
+    assert cache.length == 40
+    np.testing.assert_array_equal(cache.K[..., :40, :], before[..., :40, :])
+
+
+def test_profile_decode_step_refuses_bad_arguments():
+    x, p, cache = _decode_layer(2)
+    with pytest.raises(ValueError, match="repeats must be a positive int, got 0"):
+        F.profile_decode_step(x[-1], p, 4, cache, n_kv_heads=2, repeats=0)
+    with pytest.raises(TypeError, match="cache must be a KVCache"):
+        F.profile_decode_step(x[-1], p, 4, {"K": 0}, n_kv_heads=2)
+    cache.length = cache.max_tokens
+    with pytest.raises(ValueError, match="room for one more"):
+        F.profile_decode_step(x[-1], p, 4, cache, n_kv_heads=2)
+    with pytest.raises(ValueError, match="same layouts"):
+        F.show_decode_profile({"MHA": dict.fromkeys(F.DECODE_STAGES, 1.0)}, {"MQA": 1.0})
+    with pytest.raises(ValueError, match="lacks the stages"):
+        F.show_decode_profile({"MHA": {"step": 1.0}}, {"MHA": 1.0})

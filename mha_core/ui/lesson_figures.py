@@ -9,6 +9,7 @@ alt text from the same numbers, and displays the figure with :func:`mha_core.ui.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -16,7 +17,11 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 from matplotlib.ticker import FuncFormatter, NullLocator
+from threadpoolctl import threadpool_limits
 
+from ..core.decode import KVCache, decode_step
+from ..core.layer_args import check_layer_args
+from ..core.softmax import softmax
 from .viz import plain_log_ticks, show_figure
 
 GiB = 2**30
@@ -278,3 +283,119 @@ def show_worked_example_macs(ns: np.ndarray, proj: np.ndarray, attn: np.ndarray,
         f"Log-log plot of the MACs of one layer (d_model = {d_model}, h = {h}) against N from {ns[0]} to "
         f"{ns[-1]:,}: the projection line grows like N, the attention-core line like N squared; they cross at "
         f"N = 2·d_model = {n_star:,}. {ratios[0].upper() + ratios[1:]}."))
+
+
+# -- notebook 06: the KV cache ---------------------------------------------------------------------
+
+def show_kv_cache_sizes(n_kvs: Sequence[int], gib: Sequence[float], *, n_tokens: int, d_model: int, n_heads: int,
+                        layers: int) -> None:
+    """The KV cache (GiB) of one model for each number of key/value heads ``n_kvs``, one bar each."""
+    _check_same_length(n_kvs=n_kvs, gib=gib)
+    fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
+    names = ["MHA" if n == n_heads else "MQA" if n == 1 else "GQA" for n in n_kvs]
+    bars = ax.bar([f"{name}\nn_kv={n}" for name, n in zip(names, n_kvs, strict=True)], gib,
+                  color=plt.cm.viridis(np.linspace(0.15, 0.85, len(n_kvs))))
+    ax.bar_label(bars, [f"{g:g} GiB" for g in gib], padding=2)
+    ax.set(ylabel="KV cache (GiB)", ylim=(0, 1.15 * max(gib)), xlabel=f"key/value heads n_kv (h = {n_heads} query heads)",
+           title=f"KV cache at N = {n_tokens:,}: {layers} layers, d_model = {d_model}, fp16")
+    show_figure(fig, alt=(
+        f"Bar chart of the KV cache of a {layers}-layer model with d_model {d_model} and {n_heads} query heads at "
+        f"{n_tokens:,} tokens in fp16, for n_kv = {', '.join(map(str, n_kvs))}: "
+        + ", ".join(f"{g:g} GiB" for g in gib) + ". Each halving of n_kv halves the cache."))
+
+
+EVICT_BYTES = 64 * 2**20  # more than any processor cache: reading it pushes the step's arrays out
+DECODE_STAGES = ("projections", "scores q·Kᵀ", "softmax", "weights·V", "checks, cache write")
+
+
+def profile_decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCache, *, n_kv_heads: int,
+                        repeats: int = 30) -> dict[str, float]:
+    """Time one ``decode_step`` after the ``cache.length`` cached tokens, and each of its stages (ms).
+
+    The stages are the calls ``decode_step`` makes, timed one by one on the same arrays:
+    ``projections`` (the four ``x_t @ W``, which read every weight once), ``scores q·Kᵀ`` (reads
+    the cached keys), ``softmax`` (``h·t`` exponentials), ``weights·V`` (reads the cached values)
+    and ``checks, cache write`` (the argument checks and storing the new key and value).
+
+    How it is timed: the fastest of ``repeats`` runs of each (the run least disturbed by other
+    programs), interleaved; before each run a
+    64 MiB buffer is read and written, so that the step's arrays come from main memory, as in a
+    real model whose other layers push them out of the processor's caches between two tokens;
+    BLAS runs on one thread, so that the stages add up to the step and no thread waits for a core
+    that another program holds. The cache is rewound after each step.
+
+    Returns ``{"step": ms, "projections": ms, ...}`` with the keys of ``DECODE_STAGES``.
+    """
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache (see init_kv_cache), got {type(cache).__name__}")
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    if cache.length < 1 or cache.length >= cache.max_tokens:
+        raise ValueError(f"the cache must hold at least one token and have room for one more, got "
+                         f"length={cache.length} of max_tokens={cache.max_tokens}")
+    t, d_k = cache.length, cache.K.shape[-1]
+    decode_step(x_t, params, n_heads, cache, n_kv_heads=n_kv_heads)  # checks the arguments once
+    cache.length = t
+    group = n_heads // n_kv_heads
+    K, V = cache.K[..., :t, :], cache.V[..., :t, :]  # (n_kv, t, d_k), (n_kv, t, d_v): what a step reads
+    q = (x_t @ params["W_Q"]).reshape(n_kv_heads, group, d_k)  # (n_kv, h/n_kv, d_k)
+    q = q * q.dtype.type(1 / np.sqrt(d_k))  # scaled in its own dtype, as decode_step does
+    scores = q @ np.swapaxes(K, -1, -2)  # (n_kv, h/n_kv, d_k) @ (n_kv, d_k, t) -> (n_kv, h/n_kv, t)
+    weights = softmax(scores)  # (n_kv, h/n_kv, t)
+    concat = np.zeros(params["W_O"].shape[0], x_t.dtype)  # (h*d_v,)
+    new_k, new_v = K[..., -1, :].copy(), V[..., -1, :].copy()  # (n_kv, d_k), (n_kv, d_v)
+
+    def step():
+        decode_step(x_t, params, n_heads, cache, n_kv_heads=n_kv_heads)
+        cache.length = t  # rewound: every run is the step after t tokens
+
+    def projections():
+        for w in ("W_Q", "W_K", "W_V"):
+            x_t @ params[w]  # (d_model,) @ (d_model, ...): reads the whole matrix
+        concat @ params["W_O"]  # (h*d_v,) @ (h*d_v, d_model)
+
+    def checks_and_write():
+        check_layer_args(x=x_t[None, :], params=params, n_heads=n_heads, n_kv_heads=n_kv_heads, scores=False)
+        cache.K[..., t, :] = new_k  # (n_kv, d_k) into the preallocated cache
+        cache.V[..., t, :] = new_v  # (n_kv, d_v)
+
+    calls = {"step": step, "projections": projections,
+             "scores q·Kᵀ": lambda: q @ np.swapaxes(K, -1, -2),  # (n_kv, h/n_kv, t)
+             "softmax": lambda: softmax(scores),  # (n_kv, h/n_kv, t)
+             "weights·V": lambda: weights @ V,  # (n_kv, h/n_kv, t) @ (n_kv, t, d_v) -> (n_kv, h/n_kv, d_v)
+             "checks, cache write": checks_and_write}
+    evict = np.ones(EVICT_BYTES // 8)  # float64
+    times = {name: [] for name in calls}
+    with threadpool_limits(limits=1, user_api="blas"):
+        for _ in range(repeats):
+            for name, call in calls.items():
+                evict += 1.0  # reads and writes 64 MiB: the step's arrays leave the caches
+                start = time.perf_counter()
+                call()
+                times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: min(ms) for name, ms in times.items()}
+
+
+def show_decode_profile(profile: Mapping[str, Mapping[str, float]], read_mib: Mapping[str, float]) -> None:
+    """One stacked bar per layout (MHA, GQA, MQA): the ms of each stage of ``DECODE_STAGES``."""
+    names = list(profile)
+    if set(names) != set(read_mib):
+        raise ValueError(f"profile and read_mib must name the same layouts, got {names} and {list(read_mib)}")
+    for name in names:
+        missing = set(DECODE_STAGES) - set(profile[name])
+        if missing:
+            raise ValueError(f"profile[{name!r}] lacks the stages {sorted(missing)}")
+    fig, ax = plt.subplots(figsize=(7.5, 3.6), constrained_layout=True)
+    rows = [f"{name}\n{read_mib[name]:.0f} MiB read" for name in names]
+    left = np.zeros(len(names))
+    for stage, colour in zip(DECODE_STAGES, plt.cm.viridis(np.linspace(0.1, 0.9, len(DECODE_STAGES))), strict=True):
+        ms = np.array([profile[name][stage] for name in names])
+        ax.barh(rows, ms, left=left, color=colour, label=stage)
+        left += ms
+    ax.invert_yaxis()
+    ax.set(xlabel="ms per decoding step (fastest of the runs)", title="Where a decoding step's time goes")
+    ax.legend(loc="lower right", fontsize=10)
+    parts = "; ".join(f"{name} ({read_mib[name]:.0f} MiB read): " + ", ".join(
+        f"{stage} {profile[name][stage]:.2f} ms" for stage in DECODE_STAGES) for name in names)
+    show_figure(fig, f"Stacked horizontal bars, one per layout, of the milliseconds each stage of one decoding "
+                     f"step took in this run. {parts}.")
