@@ -98,3 +98,30 @@ def test_profile_decode_step_refuses_bad_arguments():
         F.show_decode_profile({"MHA": dict.fromkeys(F.DECODE_STAGES, 1.0)}, {"MQA": 1.0})
     with pytest.raises(ValueError, match="lacks the stages"):
         F.show_decode_profile({"MHA": {"step": 1.0}}, {"MHA": 1.0})
+
+
+def test_notebook_08_figures(shown):
+    F.show_accuracy_by_heads([1, 2], np.array([[0.2, 0.3], [1.0, 1.0]]), chance=1 / 256, d_model=16)
+    F.show_attention_maps(["0:a", "1:b", "2:c", "3:d"], np.tile(np.eye(4), (2, 1, 1)), seed=0, offsets=(1, 3),
+                          first_query=3)
+    F.show_offset_profiles({1: np.array([[0.0, 0.5, 0.0, 0.5, 0.0, 0.0]]), 2: np.eye(2, 6, 1)}, offsets=(1, 3),
+                           n_shown=6)
+    F.show_head_ablation([0.75, 1.0], [3, 1], highlight=1)
+    F.show_prune_curves({(2, 0): np.array([1.0, 0.06, 0.0]), (4, 0): np.array([1.0, 1.0, 0.5, 0.1, 0.0])},
+                        {2: [0], 4: [1]})
+    alts = [image.alt for image in shown]
+    assert "h = 1 reaches 0.25 on average" in alts[0]
+    assert "per head: 0.00, 0.00, 0.00, 0.00" in alts[1]
+    assert "between 1 place back (0.50) and 3 places back (0.50)" in alts[2]
+    assert "head 0 (attends t-3) 0.75" in alts[3]
+    assert "h = 2: falls at the first head removed; h = 4: 1 to 1 heads go at little cost" in alts[4]
+    assert all(image.min_font_pt >= MIN_FONT_PT - 1e-9 for image in shown)
+
+
+def test_notebook_08_figures_refuse_mismatched_shapes():
+    with pytest.raises(ValueError, match=r"table must have shape \(len\(heads\)=3, seeds\)"):
+        F.show_accuracy_by_heads([1, 2, 4], np.zeros((2, 5)), chance=0.1, d_model=16)
+    with pytest.raises(ValueError, match=r"weights must have shape \(h, 2, 2\)"):
+        F.show_attention_maps(["a", "b"], np.zeros((1, 3, 3)), seed=0, offsets=(1,), first_query=1)
+    with pytest.raises(ValueError, match="one length"):
+        F.show_head_ablation([1.0, 0.5], [1], highlight=1)

@@ -399,3 +399,130 @@ def show_decode_profile(profile: Mapping[str, Mapping[str, float]], read_mib: Ma
         f"{stage} {profile[name][stage]:.2f} ms" for stage in DECODE_STAGES) for name in names)
     show_figure(fig, f"Stacked horizontal bars, one per layout, of the milliseconds each stage of one decoding "
                      f"step took in this run. {parts}.")
+
+
+# -- notebook 08: why several heads ----------------------------------------------------------------
+
+def show_accuracy_by_heads(heads: Sequence[int], table: np.ndarray, *, chance: float, d_model: int) -> None:
+    """Pair accuracy per number of heads: a bar for the mean over seeds, a dot per seed.
+
+    ``table`` has shape (len(heads), seeds); ``chance`` is the accuracy of a guess.
+    """
+    table = np.asarray(table)
+    if table.ndim != 2 or table.shape[0] != len(heads):
+        raise ValueError(f"table must have shape (len(heads)={len(heads)}, seeds), got {table.shape}")
+    fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
+    pos = np.arange(len(heads))
+    ax.bar(pos, table.mean(1), width=0.6, color=plt.cm.viridis(0.55), alpha=0.6, label="mean over seeds")
+    jitter = np.linspace(-0.18, 0.18, table.shape[1])
+    for i, accs in enumerate(table):
+        ax.scatter(pos[i] + jitter, accs, s=26, color=plt.cm.viridis(0.1), zorder=3,
+                   label="one seed" if i == 0 else None)
+    ax.axhline(chance, color="0.4", ls=":", label="guessing")
+    ax.set_xticks(pos, [f"h = {h}\nd_k = {d_model // h}" for h in heads])
+    ax.set(ylim=(0, 1.05), xlabel=f"number of heads h (d_model = {d_model} for all)",
+           ylabel="pair accuracy", title=f"Same width, parameters, budget: {table.shape[1]} seeds per h")
+    ax.legend(loc="center right")
+    one, several = table[0], table[1:]
+    show_figure(fig, alt=(
+        f"Bar chart of pair accuracy for h = {', '.join(map(str, heads))} with one dot per seed: h = {heads[0]} "
+        f"reaches {one.mean():.2f} on average (seeds from {one.min():.2f} to {one.max():.2f}); every seed of "
+        f"h = {', '.join(map(str, heads[1:]))} reaches at least {several.min():.2f} (rounded). Guessing is "
+        f"{chance:.4f}."))
+
+
+def show_attention_maps(labels: Sequence[str], weights: np.ndarray, *, seed: int, offsets: Sequence[int],
+                        first_query: int) -> None:
+    """Each head's (N, N) attention map of one trained model, two maps a row.
+
+    The alt text gives each head's mean weight at each of ``offsets`` places back, over the
+    queries from ``first_query`` on.
+    """
+    weights = np.asarray(weights)
+    n = len(labels)
+    if weights.ndim != 3 or weights.shape[1:] != (n, n):
+        raise ValueError(f"weights must have shape (h, {n}, {n}) for {n} labels, got {weights.shape}")
+    h = weights.shape[0]
+    cols = min(h, 2)
+    rows = (h + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(2.8 * cols + 1.4, 2.8 * rows + 0.6), squeeze=False,
+                             constrained_layout=True)
+    for i, ax in enumerate(axes.flat):
+        im = ax.imshow(weights[i], cmap="viridis", vmin=0, vmax=1)
+        ax.set_title(f"h = {h}: head {i}")
+        ax.set_xticks(range(n), labels, rotation=90)
+        ax.set_yticks(range(n), labels)
+        ax.set_xlabel("key j (pos:token)")
+        if i % cols == 0:
+            ax.set_ylabel("query i (pos:token)")
+    fig.colorbar(im, ax=axes.ravel().tolist(), label="attention weight", shrink=0.9)
+    peak = [np.mean([weights[i, t, t - back] for t in range(first_query, n)]) for i in range(h) for back in offsets]
+    show_figure(fig, alt=(
+        f"{h} attention map{'s' if h > 1 else ''} of the trained h = {h} model (seed {seed}) on one sequence of "
+        f"{n} tokens, queries down and keys across on a 0 to 1 colour scale. Mean weight "
+        f"{' and '.join(map(str, offsets))} places left of the diagonal, per head: "
+        + ", ".join(f"{v:.2f}" for v in peak) + "."))
+
+
+def show_offset_profiles(profiles: Mapping[int, np.ndarray], *, offsets: Sequence[int], n_shown: int) -> None:
+    """For each h, a heat map of every head's mean weight at 0 .. ``n_shown``-1 places back."""
+    heads = list(profiles)
+    fig, axes = plt.subplots(1, len(heads), figsize=(8.3, 3.6), gridspec_kw={"width_ratios": heads},
+                             constrained_layout=True)
+    for ax, h in zip(np.atleast_1d(axes), heads, strict=True):
+        im = ax.imshow(profiles[h][:, :n_shown].T, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+        ax.set(title=f"h = {h}", xlabel="head", xticks=range(0, h, 1 if h < 8 else 2), yticks=range(n_shown))
+    np.atleast_1d(axes)[0].set_ylabel("places back (key = t - places)")
+    fig.colorbar(im, ax=np.atleast_1d(axes).tolist(), label="mean weight")
+    fig.suptitle("Which head looks how far back (trained, seed 0)")
+    single = profiles[heads[0]][0]
+    a, b = offsets
+    show_figure(fig, alt=(
+        f"{len(heads)} small heat maps, for h = {', '.join(map(str, heads))}, with 0 to {n_shown - 1} places back "
+        f"down and the heads across. The single head splits its weight between {a} place{'s' if a > 1 else ''} "
+        f"back ({single[a]:.2f}) and {b} places back ({single[b]:.2f}); with two or more heads each head is "
+        f"bright at only one of the two."))
+
+
+def show_head_ablation(accuracy_without: Sequence[float], looks_back: Sequence[int], *, highlight: int,
+                       seed: int = 0) -> None:
+    """The model's accuracy with each head removed in turn; each bar labelled with how far back that
+    head mostly looks (bars for ``highlight`` places back in a darker colour)."""
+    _check_same_length(accuracy_without=accuracy_without, looks_back=looks_back)
+    h = len(accuracy_without)
+    fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
+    ax.bar(range(h), accuracy_without, color=[plt.cm.viridis(0.2 if back == highlight else 0.75) for back in looks_back])
+    for i, back in enumerate(looks_back):
+        ax.text(i, accuracy_without[i] + 0.02, f"t-{back}", ha="center")
+    ax.set(ylim=(0, 1.12), xticks=range(h), xlabel="head removed (label: how far back it mostly looks)",
+           ylabel="pair accuracy", title=f"h = {h} (seed {seed}): accuracy without each head")
+    show_figure(fig, alt=(
+        f"Bar chart of the h = {h} model's pair accuracy with one head removed, for heads 0 to {h - 1}: "
+        + ", ".join(f"head {i} (attends t-{back}) {v:.2f}"
+                    for i, (back, v) in enumerate(zip(looks_back, accuracy_without, strict=True))) + "."))
+
+
+def show_prune_curves(curves: Mapping[tuple[int, int], np.ndarray], prunable: Mapping[int, Sequence[int]]) -> None:
+    """Accuracy against the fraction of heads pruned, one line per (h, seed) of ``curves``.
+
+    ``curves[h, seed]`` has shape (h + 1,); ``prunable[h]`` lists, per seed, the heads that could
+    go at little cost (for the alt text).
+    """
+    heads = sorted({h for h, _ in curves})
+    fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
+    for h, shade in zip(heads, np.linspace(0.15, 0.8, len(heads)), strict=True):
+        for j, (seed, curve) in enumerate((s, c) for (hh, s), c in curves.items() if hh == h):
+            ax.plot(np.arange(h + 1) / h, curve, "o-", ms=3, color=plt.cm.viridis(shade), alpha=0.7,
+                    label=f"h = {h}" if j == 0 else None)
+    seeds = len(curves) // len(heads)
+    ax.set(xlabel="fraction of heads pruned (least important first)", ylabel="pair accuracy",
+           title=f"Pruning trained heads ({seeds} seeds per h)")
+    ax.legend()
+    start = min(float(c[0]) for c in curves.values())
+    fates = "; ".join(
+        f"h = {h}: falls at the first head removed" if max(prunable[h]) == 0
+        else f"h = {h}: {min(prunable[h])} to {max(prunable[h])} heads go at little cost, then it falls"
+        for h in heads)
+    show_figure(fig, alt=(
+        f"Pair accuracy against the fraction of heads pruned, one line per seed for h = "
+        f"{', '.join(map(str, heads))}, all starting at {start:.2f} or more. {fates}."))
