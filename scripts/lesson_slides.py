@@ -18,6 +18,12 @@ import re
 import struct
 from pathlib import Path
 
+# A figure is shown at most this tall on a slide (a share of the screen), so that a cell's code
+# and its figure fit on one screen together; the figure keeps its proportions. Prepended to the
+# first slide's markdown as a <style> block: it styles only this copy's page.
+FIGURE_MAX_VH = 52
+SLIDE_STYLE = (f"<style>.reveal .slides section .output_png img, .reveal .slides section .output_html img "
+               f"{{max-height: {FIGURE_MAX_VH}vh; width: auto !important;}}</style>\n\n")
 SLIDE = re.compile(r"^#{1,2} ")
 SUBSLIDE = re.compile(r"^### ")
 
@@ -47,6 +53,7 @@ CHARS_PER_LINE = {"markdown": 80, "code": 95, "output": 110}
 LINE_PX = {"markdown": 30, "heading": 52, "code": 21, "output": 19}
 CELL_GAP_PX = 24
 IMAGE_WIDTH_PX = 900  # an image is shown at most this wide
+FIGURE_MAX_PX = round(700 * FIGURE_MAX_VH / 100)  # ... and at most this tall (the slide is 700 px high)
 IMG = re.compile(r'<img src="data:image/png;base64,([^"]+)"[^>]*?width="(\d+)"')
 
 
@@ -81,7 +88,7 @@ def cell_height(cell: dict) -> int:
         if match:
             width, px_high = _png_size(match.group(1))
             shown = min(int(match.group(2)), IMAGE_WIDTH_PX)
-            height += round(px_high * shown / width)
+            height += min(round(px_high * shown / width), FIGURE_MAX_PX)
         elif "application/vnd.jupyter.widget-view+json" in data:
             height += SCREEN_PX  # a panel: a slide of its own
         else:
@@ -164,6 +171,9 @@ def with_slides(nb: dict) -> dict:
             used = h
         else:
             used += h
+    first_text = next((c for c in cells if c["cell_type"] == "markdown"), None)
+    if first_text is not None:
+        first_text["source"] = SLIDE_STYLE + _source(first_text)
     return nb
 
 
