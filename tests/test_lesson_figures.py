@@ -125,3 +125,34 @@ def test_notebook_08_figures_refuse_mismatched_shapes():
         F.show_attention_maps(["a", "b"], np.zeros((1, 3, 3)), seed=0, offsets=(1,), first_query=1)
     with pytest.raises(ValueError, match="one length"):
         F.show_head_ablation([1.0, 0.5], [1], highlight=1)
+
+
+def test_notebook_01_and_07_figures(shown):
+    moved = np.zeros((4, 8), bool)
+    moved[:, 2:4] = True
+    F.show_where_output_moves(moved, np.ones((4, 8), bool), changed_head=1)
+    w = np.full((2, 4, 4), 0.25)
+    F.show_scale_maps(w, w, max_right=0.6, max_wrong=0.26)
+    F.show_feature_reach(np.full((8, 2), 0.5))
+    F.show_block_moves(np.eye(2), np.ones((2, 2)))
+    split = np.arange(3)[None, :, None] * np.ones((2, 3, 2), int)
+    F.show_split_comparison(split, split[:, ::-1], 0.5)
+    alts = [image.alt for image in shown]
+    assert "only columns 2 to 3, head 1's block, changed; with the real W_O 8 of the 8 columns" in alts[0]
+    assert "mean largest weight 0.60" in alts[1] and "uniform would be 0.250" in alts[1]
+    assert "smallest change in any cell is 0.500" in alts[2]
+    assert "largest change off the diagonal is 0.00" in alts[3]
+    assert "head 0 holds tokens [2, 1, 0]; 50% of the numbers" in alts[4]
+    assert all(image.min_font_pt >= MIN_FONT_PT - 1e-9 for image in shown)
+    with pytest.raises(ValueError, match="two \\(N, d_model\\) masks"):
+        F.show_where_output_moves(np.zeros((2, 3), bool), np.zeros((3, 3), bool), changed_head=0)
+
+
+def test_time_attention_parts_times_each_part_for_each_h():
+    x = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)  # (N, d_model)
+    timing, spread = F.time_attention_parts(x, [1, 4], rounds=3)
+    assert set(timing) == set(spread) == {1, 4}
+    assert all(set(t) == {"forward", "matmuls", "softmax"} and min(t.values()) > 0 for t in timing.values())
+    assert all(min(s.values()) >= 0 for s in spread.values())
+    with pytest.raises(ValueError, match="rounds must be a positive int, got 0"):
+        F.median_ms({"a": lambda: None}, rounds=0)

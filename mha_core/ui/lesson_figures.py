@@ -10,7 +10,9 @@ alt text from the same numbers, and displays the figure with :func:`mha_core.ui.
 from __future__ import annotations
 
 import time
+import timeit
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -138,6 +140,32 @@ def show_residual_stream() -> None:
                      "back to the stream marked with a plus (it adds its output).")
 
 
+# -- notebook 01: one head -------------------------------------------------------------------------
+
+def show_where_output_moves(delta_no_mix: np.ndarray, delta_mixed: np.ndarray, *, changed_head: int) -> None:
+    """Two yes/no maps (N, d_model) of the output entries that moved when one head's weights
+    changed: with W_O replaced by the identity, and with the real W_O."""
+    if delta_no_mix.shape != delta_mixed.shape or delta_no_mix.ndim != 2:
+        raise ValueError(f"expected two (N, d_model) masks of one shape, got {delta_no_mix.shape} and "
+                         f"{delta_mixed.shape}")
+    yes_no = ListedColormap(plt.cm.cividis([0.1, 0.9]))  # two colours: unchanged, changed
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), constrained_layout=True, sharey=True)
+    for ax, delta, title in ((axes[0], delta_no_mix, "W_O = identity"), (axes[1], delta_mixed, "the real W_O")):
+        ax.imshow(delta, cmap=yes_no, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+        ax.set(title=title, xlabel="output column (of d_model)")
+    axes[0].set_ylabel("token (of N)")
+    fig.legend(handles=[Patch(color=yes_no(1), label="changed"), Patch(color=yes_no(0), label="unchanged")],
+               loc="outside lower center", ncols=2)
+    fig.suptitle(f"Perturbing head {changed_head}'s W_Q, W_K, W_V: where the output moves")
+    cols = np.flatnonzero(delta_no_mix.any(axis=0))
+    d_model = delta_mixed.shape[1]
+    moved = int(delta_mixed.any(axis=0).sum())
+    show_figure(fig, alt=(
+        f"Two yes/no maps of the output, tokens down and the {d_model} output columns across. With W_O "
+        f"replaced by the identity only columns {cols.min()} to {cols.max()}, head {changed_head}'s block, "
+        f"changed; with the real W_O {moved} of the {d_model} columns changed."))
+
+
 # -- notebook 05: cost -----------------------------------------------------------------------------
 
 def _head_ticks(ax, ticks: Sequence[int]) -> None:
@@ -211,6 +239,62 @@ def show_clock(heads: Sequence[int], timing: Mapping[int, dict], matmul_flops: i
         f"to {timing[last]['forward']:.1f} ms), the two attention matmuls and the softmax. Right: GFLOP/s of "
         f"the attention matmuls against d_k from {d_ks[0]} to {d_ks[-1]}. Measured in this run; times vary by "
         f"machine and load."))
+
+
+def median_ms(runs: Mapping, rounds: int = 15) -> dict:
+    """Median wall time (ms) of each ``fn()`` in ``runs`` (key -> fn) and its spread (half the
+    interquartile range over the median), over ``rounds`` interleaved rounds: key -> (ms, spread).
+
+    Short calls are repeated so that one sample lasts at least 2 ms.
+    """
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
+        raise ValueError(f"rounds must be a positive int, got {rounds!r}")
+    numbers = {}
+    for key, fn in runs.items():  # warm up, and find how many calls make a sample of >= 2 ms
+        once = timeit.timeit(fn, number=1)
+        numbers[key] = max(1, int(2e-3 / max(once, 1e-9)))
+    samples = {key: [] for key in runs}
+    for _ in range(rounds):
+        for key, fn in runs.items():  # interleaved: noise hits every key alike
+            samples[key].append(1e3 * timeit.timeit(fn, number=numbers[key]) / numbers[key])
+    result = {}
+    for key, ms in samples.items():
+        q1, med, q3 = np.percentile(ms, [25, 50, 75])
+        result[key] = (float(med), float((q3 - q1) / 2 / med))
+    return result
+
+
+def time_attention_parts(x: np.ndarray, heads: Sequence[int], *, rounds: int = 15,
+                         seed: int = 0) -> tuple[dict, dict]:
+    """For each h of ``heads``: the median ms of the layer's forward pass on ``x`` (N, d_model), of the
+    two attention matmuls (QKᵀ and the weights times V, on random (h, N, d_k) arrays) and of the
+    softmax over (h, N, N), with their spreads (see ``median_ms``).
+
+    Returns ``(timing, spread)``, each ``{h: {"forward": ..., "matmuls": ..., "softmax": ...}}``.
+    """
+    from mha_core import MHAConfig, init_params, multi_head_attention
+
+    n, d_model = x.shape
+    rng = np.random.default_rng(seed)
+    runs = {}
+    for h in heads:
+        p = init_params(MHAConfig(d_model, h), rng=h)
+        d_k = d_model // h
+        q, k_t, v = (rng.standard_normal(shape).astype(np.float32)
+                     for shape in ((h, n, d_k), (h, d_k, n), (h, n, d_k)))
+        weights = softmax(rng.standard_normal((h, n, n)).astype(np.float32))  # (h, N, N)
+        runs[h, "forward"] = partial(multi_head_attention, x, p, h)
+        runs[h, "QK^T"] = partial(np.matmul, q, k_t)  # (h, N, d_k) @ (h, d_k, N) -> (h, N, N)
+        runs[h, "AV"] = partial(np.matmul, weights, v)  # (h, N, N) @ (h, N, d_k) -> (h, N, d_k)
+        runs[h, "softmax"] = partial(softmax, weights)
+    measured = median_ms(runs, rounds)
+    timing = {h: {"forward": measured[h, "forward"][0],
+                  "matmuls": measured[h, "QK^T"][0] + measured[h, "AV"][0],
+                  "softmax": measured[h, "softmax"][0]} for h in heads}
+    spread = {h: {"forward": measured[h, "forward"][1],
+                  "matmuls": max(measured[h, "QK^T"][1], measured[h, "AV"][1]),
+                  "softmax": measured[h, "softmax"][1]} for h in heads}
+    return timing, spread
 
 
 # -- notebook 11: long context ---------------------------------------------------------------------
@@ -399,6 +483,77 @@ def show_decode_profile(profile: Mapping[str, Mapping[str, float]], read_mib: Ma
         f"{stage} {profile[name][stage]:.2f} ms" for stage in DECODE_STAGES) for name in names)
     show_figure(fig, f"Stacked horizontal bars, one per layout, of the milliseconds each stage of one decoding "
                      f"step took in this run. {parts}.")
+
+
+# -- notebook 07: pitfalls -------------------------------------------------------------------------
+
+def show_scale_maps(right_w: np.ndarray, wrong_w: np.ndarray, *, max_right: float, max_wrong: float) -> None:
+    """Head 0's (N, N) weights scaled by 1/sqrt(d_k) and by 1/sqrt(d_model), on one colour scale.
+
+    ``right_w`` and ``wrong_w`` have shape (h, N, N); ``max_right`` and ``max_wrong`` are the mean
+    largest weight of a row for each (for the alt text).
+    """
+    if right_w.shape != wrong_w.shape or right_w.ndim != 3:
+        raise ValueError(f"expected two (h, N, N) weight arrays of one shape, got {right_w.shape} and {wrong_w.shape}")
+    n = right_w.shape[-1]
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.9), constrained_layout=True)
+    top = float(max(right_w[0].max(), wrong_w[0].max()))  # one colour scale for both panels
+    for ax, w, title in ((axes[0], right_w, "/ sqrt(d_k) (right)"), (axes[1], wrong_w, "/ sqrt(d_model) (wrong)")):
+        im = ax.imshow(w[0], cmap="viridis", vmin=0, vmax=top)
+        ax.set(title=f"head 0, {title}", xlabel="key position j", ylabel="query position i")
+    fig.colorbar(im, ax=axes, label="attention weight")
+    show_figure(fig, alt=(
+        f"Two {n} by {n} attention maps of head 0 on one shared colour scale. Scaled by 1/sqrt(d_k) the rows "
+        f"have bright spots (mean largest weight {max_right:.2f}); scaled by 1/sqrt(d_model) the map is an "
+        f"almost even dark field (mean largest weight {max_wrong:.2f}, uniform would be {1 / n:.3f})."))
+
+
+def show_feature_reach(moved: np.ndarray) -> None:
+    """(d_model, h): how much each head's output moves when one input feature changes."""
+    d_model, h = moved.shape
+    fig, ax = plt.subplots(figsize=(5.5, 4.6), constrained_layout=True)
+    im = ax.imshow(moved, cmap="viridis", aspect="auto", vmin=0)
+    ax.set(title="Change in each head's output\nwhen one input feature changes",
+           xlabel="head i", ylabel="changed input feature j (column of X)")
+    fig.colorbar(im, ax=ax, label="max |change|")
+    show_figure(fig, alt=(
+        f"Heat map with the {d_model} input features down and the {h} heads across; the smallest change in any "
+        f"cell is {moved.min():.3f}, the largest {moved.max():.3f}."))
+
+
+def show_block_moves(blocks_without: np.ndarray, blocks_with: np.ndarray) -> None:
+    """(h, h): how much output block j moves when head i is disturbed, without and with W_O."""
+    if blocks_without.shape != blocks_with.shape:
+        raise ValueError(f"expected two maps of one shape, got {blocks_without.shape} and {blocks_with.shape}")
+    h = blocks_with.shape[0]
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.9), constrained_layout=True)
+    top = float(max(blocks_without.max(), blocks_with.max()))  # one colour scale: the panels are compared
+    for ax, m, title in ((axes[0], blocks_without, "without W_O"), (axes[1], blocks_with, "with W_O")):
+        im = ax.imshow(m, cmap="viridis", vmin=0, vmax=top)
+        ax.set(title=title, xlabel="output column block", ylabel="disturbed head i")
+    fig.colorbar(im, ax=axes, label="max |change|")
+    off_diagonal = blocks_without[~np.eye(h, dtype=bool)]
+    show_figure(fig, alt=(
+        f"Two {h} by {h} maps of which output block moves when head i is disturbed, on one colour scale. "
+        f"Without W_O the largest change off the diagonal is {off_diagonal.max():.2f}: head i moves block i "
+        f"only. With W_O the smallest change of any cell is {blocks_with.min():.2f}: each head reaches every block."))
+
+
+def show_split_comparison(right_split: np.ndarray, wrong_split: np.ndarray, misplaced: float) -> None:
+    """(h, N, d_k) of source-token numbers: the right split and the reshape-only one, side by side."""
+    if right_split.shape != wrong_split.shape or right_split.ndim != 3:
+        raise ValueError(f"expected two (h, N, d_k) arrays of one shape, got {right_split.shape} and {wrong_split.shape}")
+    h, n, d_k = right_split.shape
+    fig, axes = plt.subplots(1, 2, figsize=(8, 4.2), constrained_layout=True)
+    for ax, s, title in ((axes[0], right_split, "split_heads (right)"), (axes[1], wrong_split, "reshape only (wrong)")):
+        im = ax.imshow(s.reshape(-1, d_k), cmap="cividis", aspect="auto", vmin=0, vmax=n - 1)
+        ax.set(title=title, xlabel="feature within the head (d_k)", ylabel="head, then row n")
+        ax.set_yticks(np.arange(0, h * n, n), [f"head {i}" for i in range(h)])
+    fig.colorbar(im, ax=axes, label="source token", ticks=range(n))
+    show_figure(fig, alt=(
+        f"Two stacks of {h} heads with {n} rows each, coloured by the token each number came from. Right: every "
+        f"head shows the tokens 0 to {n - 1} top to bottom, the same gradient {h} times. Wrong: head 0 holds "
+        f"tokens {wrong_split[0, :, 0].tolist()}; {misplaced:.0%} of the numbers are in another token's row."))
 
 
 # -- notebook 08: why several heads ----------------------------------------------------------------
