@@ -20,7 +20,7 @@ CLAIMS = [
     Claim(r"Everything above came from the shipped weights", "table = toy_models.accuracy_table(record)", SHIPPED),
     Claim(r"Every multi-head model solves the task on every seed, and well within the first half of the "
           r"budget; the single head is stuck near 0.2 on every seed.",
-          "table = toy_models.accuracy_table(record)",
+          'conv = record["converged_step"]',
           "one.max() < 0.3 and several.min() > 0.99 and all(v is None for v in conv['1'].values()) "
           "and slowest_multi < budget['steps'] / 2"),
     Claim(r"Five times the steps changes nothing.", 'long = record["long_budget"]', "long_acc.max() < 0.35"),

@@ -173,3 +173,19 @@ def test_no_slide_overflows_a_1366x768_screen(lesson, lesson_slides_server):
     assert len(heights) >= 5  # the walk moved through the lesson
     too_tall = [(key, sh, ch) for key, sh, ch, panel in heights if sh > ch + 2 and not panel]
     assert too_tall == [], f"slides taller than the screen (scroll height, visible height): {too_tall}"
+
+
+def test_a_long_list_is_cut_between_its_items():
+    items = "\n".join(f"- **term {i}**: a meaning long enough to fill most of a line on a slide, and then\n"
+                      f"  a second line of it" for i in range(30))
+    cells = lesson_slides.with_slides({"cells": [_md("## Words\n\n" + items)]})["cells"]
+    assert len(cells) > 2 and all(lesson_slides.cell_height(c) <= lesson_slides.SCREEN_PX for c in cells[1:])
+    text = "".join(c["source"] for c in cells)
+    assert all(f"- **term {i}**" in text for i in range(30))
+    assert all(c["source"].lstrip().startswith(("- ", "<style>")) for c in cells[1:])
+
+
+def test_an_html_table_output_counts_its_rows():
+    table = "<table>" + "<tr><td>x</td></tr>" * 30 + "</table>"
+    cell = {**_code("show(ledger)"), "outputs": [{"output_type": "display_data", "data": {"text/html": table}}]}
+    assert lesson_slides.cell_height(cell) >= 30 * lesson_slides.TABLE_ROW_PX
