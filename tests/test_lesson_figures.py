@@ -45,7 +45,7 @@ CALLS = {
                                                      n_heads=4, layers=2), "2 GiB, 1 GiB, 0.5 GiB"),
     "decode_profile": (lambda: F.show_decode_profile(
         {"MHA": dict.fromkeys(F.DECODE_STAGES, 1.0), "MQA": dict.fromkeys(F.DECODE_STAGES, 0.5)},
-        {"MHA": 48.0, "MQA": 10.0}), "MQA (10 MiB read): projections 0.50 ms"),
+        {"MHA": 48.0, "MQA": 10.0}), "MQA (10 MiB read): projections 0.50 ms, scores q·Kᵀ 0.50 ms, softmax 0.50 ms, weights·V 0.50 ms, checks + cache write 0.50 ms"),
 }
 
 
@@ -111,8 +111,8 @@ def test_notebook_08_figures(shown):
                         {2: [0], 4: [1]})
     alts = [image.alt for image in shown]
     assert "h = 1 reaches 0.25 on average" in alts[0]
-    assert "per head: 0.00, 0.00, 0.00, 0.00" in alts[1]
-    assert "between 1 place back (0.50) and 3 places back (0.50)" in alts[2]
+    assert "head 0: 0.00 and 0.00; head 1: 0.00 and 0.00" in alts[1]
+    assert "between 1 place back (0.50) and 3 places back (0.50). h = 2: every head bright at only one" in alts[2]
     assert "head 0 (attends t-3) 0.75" in alts[3]
     assert "h = 2: falls at the first head removed; h = 4: 1 to 1 heads go at little cost" in alts[4]
     assert all(image.min_font_pt >= MIN_FONT_PT - 1e-9 for image in shown)

@@ -389,7 +389,7 @@ def show_kv_cache_sizes(n_kvs: Sequence[int], gib: Sequence[float], *, n_tokens:
 
 
 EVICT_BYTES = 64 * 2**20  # more than any processor cache: reading it pushes the step's arrays out
-DECODE_STAGES = ("projections", "scores q·Kᵀ", "softmax", "weights·V", "checks, cache write")
+DECODE_STAGES = ("projections", "scores q·Kᵀ", "softmax", "weights·V", "checks + cache write")
 
 
 def profile_decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCache, *, n_kv_heads: int,
@@ -399,7 +399,7 @@ def profile_decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCa
     The stages are the calls ``decode_step`` makes, timed one by one on the same arrays:
     ``projections`` (the four ``x_t @ W``, which read every weight once), ``scores q·Kᵀ`` (reads
     the cached keys), ``softmax`` (``h·t`` exponentials), ``weights·V`` (reads the cached values)
-    and ``checks, cache write`` (the argument checks and storing the new key and value).
+    and ``checks + cache write`` (the argument checks and storing the new key and value).
 
     How it is timed: the fastest of ``repeats`` runs of each (the run least disturbed by other
     programs), interleaved; before each run a
@@ -447,7 +447,7 @@ def profile_decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCa
              "scores q·Kᵀ": lambda: q @ np.swapaxes(K, -1, -2),  # (n_kv, h/n_kv, t)
              "softmax": lambda: softmax(scores),  # (n_kv, h/n_kv, t)
              "weights·V": lambda: weights @ V,  # (n_kv, h/n_kv, t) @ (n_kv, t, d_v) -> (n_kv, h/n_kv, d_v)
-             "checks, cache write": checks_and_write}
+             "checks + cache write": checks_and_write}
     evict = np.ones(EVICT_BYTES // 8)  # float64
     times = {name: [] for name in calls}
     with threadpool_limits(limits=1, user_api="blas"):
@@ -611,12 +611,12 @@ def show_attention_maps(labels: Sequence[str], weights: np.ndarray, *, seed: int
         if i % cols == 0:
             ax.set_ylabel("query i (pos:token)")
     fig.colorbar(im, ax=axes.ravel().tolist(), label="attention weight", shrink=0.9)
-    peak = [np.mean([weights[i, t, t - back] for t in range(first_query, n)]) for i in range(h) for back in offsets]
+    peak = [[np.mean([weights[i, t, t - back] for t in range(first_query, n)]) for back in offsets] for i in range(h)]
     show_figure(fig, alt=(
         f"{h} attention map{'s' if h > 1 else ''} of the trained h = {h} model (seed {seed}) on one sequence of "
         f"{n} tokens, queries down and keys across on a 0 to 1 colour scale. Mean weight "
-        f"{' and '.join(map(str, offsets))} places left of the diagonal, per head: "
-        + ", ".join(f"{v:.2f}" for v in peak) + "."))
+        f"{' and '.join(map(str, offsets))} places left of the diagonal: "
+        + "; ".join(f"head {i}: " + " and ".join(f"{v:.2f}" for v in row) for i, row in enumerate(peak)) + "."))
 
 
 def show_offset_profiles(profiles: Mapping[int, np.ndarray], *, offsets: Sequence[int], n_shown: int) -> None:
@@ -632,11 +632,16 @@ def show_offset_profiles(profiles: Mapping[int, np.ndarray], *, offsets: Sequenc
     fig.suptitle("Which head looks how far back (trained, seed 0)")
     single = profiles[heads[0]][0]
     a, b = offsets
+    split = {h: [i for i, row in enumerate(profiles[h]) if min(row[a], row[b]) > 0.15] for h in heads[1:]}
+    shares = "; ".join(
+        f"h = {h}: every head bright at only one of the two" if not split[h]
+        else f"h = {h}: " + ", ".join(f"head {i} splits {profiles[h][i][a]:.2f} and {profiles[h][i][b]:.2f}"
+                                      for i in split[h]) + ", the others bright at only one"
+        for h in heads[1:])
     show_figure(fig, alt=(
         f"{len(heads)} small heat maps, for h = {', '.join(map(str, heads))}, with 0 to {n_shown - 1} places back "
         f"down and the heads across. The single head splits its weight between {a} place{'s' if a > 1 else ''} "
-        f"back ({single[a]:.2f}) and {b} places back ({single[b]:.2f}); with two or more heads each head is "
-        f"bright at only one of the two."))
+        f"back ({single[a]:.2f}) and {b} places back ({single[b]:.2f}). {shares}."))
 
 
 def show_head_ablation(accuracy_without: Sequence[float], looks_back: Sequence[int], *, highlight: int,
@@ -680,4 +685,4 @@ def show_prune_curves(curves: Mapping[tuple[int, int], np.ndarray], prunable: Ma
         for h in heads)
     show_figure(fig, alt=(
         f"Pair accuracy against the fraction of heads pruned, one line per seed for h = "
-        f"{', '.join(map(str, heads))}, all starting at {start:.2f} or more. {fates}."))
+        f"{', '.join(map(str, heads))}, every line starting at {start:.1f} (rounded). {fates}."))
