@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
@@ -13,7 +14,12 @@ from mha_core.ui.viz import MIN_FONT_PT, FigureImage
 def shown(monkeypatch):
     """The FigureImage each call displays, instead of a notebook output."""
     images = []
-    monkeypatch.setattr(F, "show_figure", lambda fig, alt: images.append(FigureImage(fig, alt)))
+
+    def keep(fig, alt):
+        images.append(FigureImage(fig, alt))
+        plt.close(fig)
+
+    monkeypatch.setattr(F, "show_figure", keep)
     return images
 
 
