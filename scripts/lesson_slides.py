@@ -18,8 +18,15 @@ import re
 import struct
 from pathlib import Path
 
+# A figure is shown at most this tall on a slide (a share of the screen), so that a cell's code
+# and its figure fit on one screen together; the figure keeps its proportions. Prepended to the
+# first slide's markdown as a <style> block: it styles only this copy's page.
+FIGURE_MAX_VH = 52
+SLIDE_STYLE = (f"<style>.reveal .slides section img "
+               f"{{max-height: {FIGURE_MAX_VH}vh; width: auto !important;}}</style>\n\n")
 SLIDE = re.compile(r"^#{1,2} ")
 SUBSLIDE = re.compile(r"^### ")
+LIST_ITEM = re.compile(r"^(?:[-*+]|\d+\.) ")
 
 
 def _source(cell: dict) -> str:
@@ -46,7 +53,9 @@ SCREEN_PX = 560
 CHARS_PER_LINE = {"markdown": 80, "code": 95, "output": 110}
 LINE_PX = {"markdown": 30, "heading": 52, "code": 21, "output": 19}
 CELL_GAP_PX = 24
+TABLE_ROW_PX = 30  # one row of an HTML table output
 IMAGE_WIDTH_PX = 900  # an image is shown at most this wide
+FIGURE_MAX_PX = round(700 * FIGURE_MAX_VH / 100)  # ... and at most this tall (the slide is 700 px high)
 IMG = re.compile(r'<img src="data:image/png;base64,([^"]+)"[^>]*?width="(\d+)"')
 
 
@@ -77,11 +86,16 @@ def cell_height(cell: dict) -> int:
             height += _lines("".join(out["text"]), "output") * LINE_PX["output"]
             continue
         data = out.get("data", {})
-        match = IMG.search("".join(data.get("text/html", "")))
-        if match:
+        html = "".join(data.get("text/html", ""))
+        match = IMG.search(html)
+        if html and not match:  # a table or text drawn in HTML: its rows, else its text lines
+            rows = html.count("<tr")
+            text = re.sub(r"<[^>]+>", "", html)
+            height += rows * TABLE_ROW_PX if rows else _lines(text, "output") * LINE_PX["output"]
+        elif match:
             width, px_high = _png_size(match.group(1))
             shown = min(int(match.group(2)), IMAGE_WIDTH_PX)
-            height += round(px_high * shown / width)
+            height += min(round(px_high * shown / width), FIGURE_MAX_PX)
         elif "application/vnd.jupyter.widget-view+json" in data:
             height += SCREEN_PX  # a panel: a slide of its own
         else:
@@ -99,11 +113,23 @@ def _is_setup(cell: dict) -> bool:
 
 
 def _blocks(markdown: str) -> list[str]:
-    """A markdown text cut at blank lines; a table longer than a screen is cut into tables of
-    fewer rows, each with the header repeated."""
+    """A markdown text cut at blank lines; a list longer than a screen is cut between its items,
+    and a table longer than a screen into tables of fewer rows, each with the header repeated."""
     out = []
     for block in re.split(r"\n\s*\n", markdown.strip()):
         lines = block.splitlines()
+        items = [i for i, ln in enumerate(lines) if LIST_ITEM.match(ln)]
+        if len(items) > 1 and _markdown_px(block) > SCREEN_PX:  # a long list: cut between its items
+            starts = [0, *[i for i in items if i > 0], len(lines)]
+            chunk: list[str] = []
+            for a, b in zip(starts, starts[1:]):
+                item = lines[a:b]
+                if chunk and _markdown_px("\n".join(chunk + item)) > SCREEN_PX - 80:
+                    out.append("\n".join(chunk))
+                    chunk = []
+                chunk += item
+            out.append("\n".join(chunk))
+            continue
         if not (len(lines) > 2 and lines[0].startswith("|") and lines[1].startswith("|")
                 and _markdown_px(block) > SCREEN_PX):
             out.append(block)
@@ -164,6 +190,9 @@ def with_slides(nb: dict) -> dict:
             used = h
         else:
             used += h
+    first_text = next((c for c in cells if c["cell_type"] == "markdown"), None)
+    if first_text is not None:
+        first_text["source"] = SLIDE_STYLE + _source(first_text)
     return nb
 
 

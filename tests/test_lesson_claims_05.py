@@ -37,7 +37,7 @@ CLAIMS = [
           'share = m["softmax_exps"] / m["total"]',
           "all(count_macs(MHAConfig(D_MODEL, h), N)['scores'] "
           "== count_macs(MHAConfig(D_MODEL, h), N)['softmax_exps'] * (D_MODEL // h) for h in (1, 8, 64))"),
-    Claim(r"They compute the same thing (the first cell prints how far apart their outputs are)",
+    Claim(r"They compute the same thing (the first cell checks that their outputs agree)",
           "looped = multi_head_attention_per_head(x, p, h)", "np.allclose(fused, looped, atol=1e-5)"),
     Claim(r"That is $8\,d_{model}^2$ weights, twice the attention sublayer's $4\,d_{model}^2$.",
           "EXPANSION = 4",

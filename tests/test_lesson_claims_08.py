@@ -20,7 +20,7 @@ CLAIMS = [
     Claim(r"Everything above came from the shipped weights", "table = toy_models.accuracy_table(record)", SHIPPED),
     Claim(r"Every multi-head model solves the task on every seed, and well within the first half of the "
           r"budget; the single head is stuck near 0.2 on every seed.",
-          "table = toy_models.accuracy_table(record)",
+          'conv = record["converged_step"]',
           "one.max() < 0.3 and several.min() > 0.99 and all(v is None for v in conv['1'].values()) "
           "and slowest_multi < budget['steps'] / 2"),
     Claim(r"Five times the steps changes nothing.", 'long = record["long_budget"]', "long_acc.max() < 0.35"),
@@ -29,17 +29,19 @@ CLAIMS = [
           'long = record["long_budget"]',
           "slots.max(1).min() > 0.85 and slots.min(1).max() < 0.35 and 2 < lo and hi < 6"),
     Claim(r"splitting its one softmax roughly in half between them",
-          "K_SHOWN = 6", "0.3 < w1[a] < 0.7 and 0.3 < w1[b] < 0.7"),
+          "PLACES_SHOWN = 6", "0.3 < w1[a] < 0.7 and 0.3 < w1[b] < 0.7"),
     Claim(r"With two heads, each specialises on one offset and puts nearly all its weight there",
-          "K_SHOWN = 6",
+          "PLACES_SHOWN = 6",
           "{int(profiles[2][:, a].argmax()), int(profiles[2][:, b].argmax())} == {0, 1} "
           "and profiles[2][:, a].max() > 0.9 and profiles[2][:, b].max() > 0.9"),
     Claim(r"with four or eight, several heads share each offset.",
-          "K_SHOWN = 6",
+          "PLACES_SHOWN = 6",
           "all(profiles[h][:, a].max() > 0.85 and profiles[h][:, b].max() > 0.85 for h in heads[1:])"),
-    Claim(r"First each head alone, then the $k$ least important (those whose removal alone costs least) "
-          r"together.",
-          "without = head_ablation(params8, x_eval, y_eval, h)", "without.max() > 0.99 and without.min() < 0.9"),
+    Claim(r"First each head alone, then the least important ones (those whose removal alone costs least) "
+          r"together, one more at a time.",
+          "acc_without = head_ablation(params8, x_eval, y_eval, h)",
+          "acc_without.max() > 0.99 and acc_without.min() < 0.9"),
+    Claim(r"With four heads no head can go either.", "TOLERANCE = 0.01", "max(prunable[4]) == 0"),
     Claim(r"With two heads, both are essential: without either one, the model still names its own token but "
           r"can only guess the other",
           "TOLERANCE = 0.01",

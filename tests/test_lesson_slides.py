@@ -13,8 +13,9 @@ spec = importlib.util.spec_from_file_location("lesson_slides", REPO / "scripts" 
 lesson_slides = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(lesson_slides)
 
-# Voila renders a cold kernel in ~3-7 s on 2 busy cores; the on-ramp runs in ~3 s more.
-LOAD_TIMEOUT_MS = 90_000
+# Voila renders a cold kernel in ~3-7 s on 2 busy cores, then runs the lesson: up to a minute
+# on a loaded machine (08 loads its trained models, 10 two real ones).
+LOAD_TIMEOUT_MS = 240_000
 
 
 def _md(src):
@@ -111,42 +112,87 @@ def test_on_ramp_slides_work_offline():
         shutil.rmtree(out_dir, ignore_errors=True)
 
 
-def _slide_heights(page) -> list[tuple[str, int, int]]:
-    """Walk every slide (Space = next, sub-slides included); (first words, scroll height, height)."""
-    seen = []
-    present = page.locator(".reveal .slides section.present:not(.stack)")
-    for _ in range(200):
-        page.wait_for_timeout(350)  # the transition
-        key = present.evaluate("el => el.innerText.slice(0, 60) + '@' + el.getAttribute('data-index-h') "
-                               "+ '.' + el.getAttribute('data-index-v')")
-        if seen and key == seen[-1][0]:
-            return seen
-        seen.append((key, *present.evaluate("el => [el.scrollHeight, el.clientHeight]")))
-        page.keyboard.press("Space")
-    raise AssertionError("more than 200 slides, or Space does not move")
+LESSONS = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+SCREEN = {"width": 1366, "height": 768}
+# The dashboard's panels (02 §8 the shape explorer, 04 §3 the heatmap explorer) are taller than a
+# 768-px screen by themselves, whatever the slide breaks: on a slide they scroll. Their layout is
+# the panels' own (mha_core/ui), so a slide holding one is reported, not failed.
+PANEL = ".widget-vbox, .jupyter-widgets.widget-container"
 
 
-@pytest.mark.browser
-@pytest.mark.parametrize("lesson", ["00_on_ramp", "03_worked_example"])
-def test_no_slide_overflows_a_1366x768_screen(lesson):
-    """"No slide should hold more than a screen": every slide's content fits without scrolling."""
-    from playwright.sync_api import sync_playwright
-
-    out_dir = REPO / "build" / f"test-slides-{lesson}"
-    copy = lesson_slides.main([str(REPO / "notebooks" / f"{lesson}.ipynb"), str(out_dir)])
+@pytest.fixture(scope="module")
+def lesson_slides_server():
+    """One Voila server for the slides of every lesson (a page per lesson: /voila/render/NAME.ipynb),
+    so that the server starts once; each page still runs its own kernel."""
+    out_dir = REPO / "build" / "test-slides-all"
+    for lesson in LESSONS:
+        lesson_slides.main([str(REPO / "notebooks" / f"{lesson}.ipynb"), str(out_dir)])
     args = ("--template=mha-reveal", "--VoilaConfiguration.strip_sources=False",
             "--VoilaConfiguration.resources={'reveal': {'url_prefix': "
             "'/voila/templates/mha-reveal/static/reveal'}}")
     try:
-        with voila_server(*args, notebook=str(copy.relative_to(REPO))) as srv, sync_playwright() as p:
-            browser = launch_chromium(p)
-            page = browser.new_page(viewport={"width": 1366, "height": 768})
-            page.goto(srv.url, timeout=LOAD_TIMEOUT_MS)
-            page.locator(".reveal .slides section.present:not(.stack)").wait_for(timeout=LOAD_TIMEOUT_MS)
-            heights = _slide_heights(page)
-            browser.close()
-        assert len(heights) >= 8
-        too_tall = [(key, sh, ch) for key, sh, ch in heights if sh > ch + 2]
-        assert too_tall == [], f"slides taller than the screen (scroll height, visible height): {too_tall}"
+        with voila_server(*args, notebook=str(out_dir.relative_to(REPO))) as srv:
+            yield srv
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def _slide_heights(page) -> list[tuple[str, int, int, bool]]:
+    """Walk every slide (Space = next, sub-slides included); (first words, scroll height, visible
+    height, holds a dashboard panel) per slide. Transitions are off (``?transition=none``), so the
+    slide that is present after a key press is measured at once."""
+    seen = []
+    present = page.locator(".reveal .slides section.present:not(.stack)")
+    for _ in range(300):
+        key, scroll, visible, panel = present.evaluate(
+            "(el, panel) => [el.innerText.slice(0, 60) + '@' + Array.from(el.parentNode.children).indexOf(el) "
+            "+ '.' + Array.from(document.querySelectorAll('.reveal .slides > section')).indexOf("
+            "el.closest('.reveal .slides > section')), el.scrollHeight, el.clientHeight, "
+            "el.querySelector(panel) !== null]", PANEL)
+        if seen and key == seen[-1][0]:
+            return seen
+        seen.append((key, scroll, visible, panel))
+        page.keyboard.press("Space")
+    raise AssertionError("more than 300 slides, or Space does not move")
+
+
+# Known: five code cells of 10 (the induction scores, the direct-path table, the "it" sentence
+# pair and its figure) are each taller than a screen with their outputs; they must be split in
+# the notebook. Strict: the test fails as soon as they fit, so that this mark is removed.
+TOO_TALL = {"10_real_heads": "five code cells of 10 are taller than a 768-px screen; split them"}
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("lesson", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=TOO_TALL[name]))
+                                    if name in TOO_TALL else name for name in LESSONS])
+def test_no_slide_overflows_a_1366x768_screen(lesson, lesson_slides_server):
+    """"No slide should hold more than a screen": every slide's content fits without scrolling."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page(viewport=SCREEN)
+        page.goto(f"{lesson_slides_server.url}voila/render/{lesson}.ipynb?transition=none",
+                  timeout=LOAD_TIMEOUT_MS)  # Voila runs the lesson before the page loads
+        page.locator(".reveal .slides section.present:not(.stack)").wait_for(timeout=LOAD_TIMEOUT_MS)
+        heights = _slide_heights(page)
+        browser.close()
+    assert len(heights) >= 5  # the walk moved through the lesson
+    too_tall = [(key, sh, ch) for key, sh, ch, panel in heights if sh > ch + 2 and not panel]
+    assert too_tall == [], f"slides taller than the screen (scroll height, visible height): {too_tall}"
+
+
+def test_a_long_list_is_cut_between_its_items():
+    items = "\n".join(f"- **term {i}**: a meaning long enough to fill most of a line on a slide, and then\n"
+                      f"  a second line of it" for i in range(30))
+    cells = lesson_slides.with_slides({"cells": [_md("## Words\n\n" + items)]})["cells"]
+    assert len(cells) > 2 and all(lesson_slides.cell_height(c) <= lesson_slides.SCREEN_PX for c in cells[1:])
+    text = "".join(c["source"] for c in cells)
+    assert all(f"- **term {i}**" in text for i in range(30))
+    assert all(c["source"].lstrip().startswith(("- ", "<style>")) for c in cells[1:])
+
+
+def test_an_html_table_output_counts_its_rows():
+    table = "<table>" + "<tr><td>x</td></tr>" * 30 + "</table>"
+    cell = {**_code("show(ledger)"), "outputs": [{"output_type": "display_data", "data": {"text/html": table}}]}
+    assert lesson_slides.cell_height(cell) >= 30 * lesson_slides.TABLE_ROW_PX

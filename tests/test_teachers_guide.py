@@ -65,7 +65,13 @@ def test_the_crossover_for_d_model_4096():
 
 
 CHECKED = ("A 90-minute class 5-27 27-39 With 60 minutes http://127.0.0.1:8866 about 800 MB 8,192 tokens "
-           "About 25 minutes at 1600 px and wider")
+           "About 25 minutes at 1600 px and wider Python 3.10+")
+
+
+def test_the_python_version_is_the_projects():
+    """"(Linux or macOS with Python 3.10+; on Windows, Binder or WSL)": pyproject's requires-python."""
+    assert "Linux or macOS with Python 3.10+" in FLAT
+    assert 'requires-python = ">=3.10"' in (REPO / "pyproject.toml").read_text()
 
 
 def test_the_projector_sizes_start_at_1600_px():

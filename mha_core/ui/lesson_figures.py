@@ -9,14 +9,21 @@ alt text from the same numbers, and displays the figure with :func:`mha_core.ui.
 
 from __future__ import annotations
 
+import time
+import timeit
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 from matplotlib.ticker import FuncFormatter, NullLocator
+from threadpoolctl import threadpool_limits
 
+from ..core.decode import KVCache, decode_step
+from ..core.layer_args import check_layer_args
+from ..core.softmax import softmax
 from .viz import plain_log_ticks, show_figure
 
 GiB = 2**30
@@ -133,6 +140,32 @@ def show_residual_stream() -> None:
                      "back to the stream marked with a plus (it adds its output).")
 
 
+# -- notebook 01: one head -------------------------------------------------------------------------
+
+def show_where_output_moves(delta_no_mix: np.ndarray, delta_mixed: np.ndarray, *, changed_head: int) -> None:
+    """Two yes/no maps (N, d_model) of the output entries that moved when one head's weights
+    changed: with W_O replaced by the identity, and with the real W_O."""
+    if delta_no_mix.shape != delta_mixed.shape or delta_no_mix.ndim != 2:
+        raise ValueError(f"expected two (N, d_model) masks of one shape, got {delta_no_mix.shape} and "
+                         f"{delta_mixed.shape}")
+    yes_no = ListedColormap(plt.cm.cividis([0.1, 0.9]))  # two colours: unchanged, changed
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.6), constrained_layout=True, sharey=True)
+    for ax, delta, title in ((axes[0], delta_no_mix, "W_O = identity"), (axes[1], delta_mixed, "the real W_O")):
+        ax.imshow(delta, cmap=yes_no, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
+        ax.set(title=title, xlabel="output column (of d_model)")
+    axes[0].set_ylabel("token (of N)")
+    fig.legend(handles=[Patch(color=yes_no(1), label="changed"), Patch(color=yes_no(0), label="unchanged")],
+               loc="outside lower center", ncols=2)
+    fig.suptitle(f"Perturbing head {changed_head}'s W_Q, W_K, W_V: where the output moves")
+    cols = np.flatnonzero(delta_no_mix.any(axis=0))
+    d_model = delta_mixed.shape[1]
+    moved = int(delta_mixed.any(axis=0).sum())
+    show_figure(fig, alt=(
+        f"Two yes/no maps of the output, tokens down and the {d_model} output columns across. With W_O "
+        f"replaced by the identity only columns {cols.min()} to {cols.max()}, head {changed_head}'s block, "
+        f"changed; with the real W_O {moved} of the {d_model} columns changed."))
+
+
 # -- notebook 05: cost -----------------------------------------------------------------------------
 
 def _head_ticks(ax, ticks: Sequence[int]) -> None:
@@ -208,6 +241,62 @@ def show_clock(heads: Sequence[int], timing: Mapping[int, dict], matmul_flops: i
         f"machine and load."))
 
 
+def median_ms(runs: Mapping, rounds: int = 15) -> dict:
+    """Median wall time (ms) of each ``fn()`` in ``runs`` (key -> fn) and its spread (half the
+    interquartile range over the median), over ``rounds`` interleaved rounds: key -> (ms, spread).
+
+    Short calls are repeated so that one sample lasts at least 2 ms.
+    """
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
+        raise ValueError(f"rounds must be a positive int, got {rounds!r}")
+    numbers = {}
+    for key, fn in runs.items():  # warm up, and find how many calls make a sample of >= 2 ms
+        once = timeit.timeit(fn, number=1)
+        numbers[key] = max(1, int(2e-3 / max(once, 1e-9)))
+    samples = {key: [] for key in runs}
+    for _ in range(rounds):
+        for key, fn in runs.items():  # interleaved: noise hits every key alike
+            samples[key].append(1e3 * timeit.timeit(fn, number=numbers[key]) / numbers[key])
+    result = {}
+    for key, ms in samples.items():
+        q1, med, q3 = np.percentile(ms, [25, 50, 75])
+        result[key] = (float(med), float((q3 - q1) / 2 / med))
+    return result
+
+
+def time_attention_parts(x: np.ndarray, heads: Sequence[int], *, rounds: int = 15,
+                         seed: int = 0) -> tuple[dict, dict]:
+    """For each h of ``heads``: the median ms of the layer's forward pass on ``x`` (N, d_model), of the
+    two attention matmuls (QKᵀ and the weights times V, on random (h, N, d_k) arrays) and of the
+    softmax over (h, N, N), with their spreads (see ``median_ms``).
+
+    Returns ``(timing, spread)``, each ``{h: {"forward": ..., "matmuls": ..., "softmax": ...}}``.
+    """
+    from mha_core import MHAConfig, init_params, multi_head_attention
+
+    n, d_model = x.shape
+    rng = np.random.default_rng(seed)
+    runs = {}
+    for h in heads:
+        p = init_params(MHAConfig(d_model, h), rng=h)
+        d_k = d_model // h
+        q, k_t, v = (rng.standard_normal(shape).astype(np.float32)
+                     for shape in ((h, n, d_k), (h, d_k, n), (h, n, d_k)))
+        weights = softmax(rng.standard_normal((h, n, n)).astype(np.float32))  # (h, N, N)
+        runs[h, "forward"] = partial(multi_head_attention, x, p, h)
+        runs[h, "QK^T"] = partial(np.matmul, q, k_t)  # (h, N, d_k) @ (h, d_k, N) -> (h, N, N)
+        runs[h, "AV"] = partial(np.matmul, weights, v)  # (h, N, N) @ (h, N, d_k) -> (h, N, d_k)
+        runs[h, "softmax"] = partial(softmax, weights)
+    measured = median_ms(runs, rounds)
+    timing = {h: {"forward": measured[h, "forward"][0],
+                  "matmuls": measured[h, "QK^T"][0] + measured[h, "AV"][0],
+                  "softmax": measured[h, "softmax"][0]} for h in heads}
+    spread = {h: {"forward": measured[h, "forward"][1],
+                  "matmuls": max(measured[h, "QK^T"][1], measured[h, "AV"][1]),
+                  "softmax": measured[h, "softmax"][1]} for h in heads}
+    return timing, spread
+
+
 # -- notebook 11: long context ---------------------------------------------------------------------
 
 def show_score_growth(ns: np.ndarray, h: int, d_model: int, bytes_per_number: int) -> None:
@@ -278,3 +367,322 @@ def show_worked_example_macs(ns: np.ndarray, proj: np.ndarray, attn: np.ndarray,
         f"Log-log plot of the MACs of one layer (d_model = {d_model}, h = {h}) against N from {ns[0]} to "
         f"{ns[-1]:,}: the projection line grows like N, the attention-core line like N squared; they cross at "
         f"N = 2·d_model = {n_star:,}. {ratios[0].upper() + ratios[1:]}."))
+
+
+# -- notebook 06: the KV cache ---------------------------------------------------------------------
+
+def show_kv_cache_sizes(n_kvs: Sequence[int], gib: Sequence[float], *, n_tokens: int, d_model: int, n_heads: int,
+                        layers: int) -> None:
+    """The KV cache (GiB) of one model for each number of key/value heads ``n_kvs``, one bar each."""
+    _check_same_length(n_kvs=n_kvs, gib=gib)
+    fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
+    names = ["MHA" if n == n_heads else "MQA" if n == 1 else "GQA" for n in n_kvs]
+    bars = ax.bar([f"{name}\nn_kv={n}" for name, n in zip(names, n_kvs, strict=True)], gib,
+                  color=plt.cm.viridis(np.linspace(0.15, 0.85, len(n_kvs))))
+    ax.bar_label(bars, [f"{g:g} GiB" for g in gib], padding=2)
+    ax.set(ylabel="KV cache (GiB)", ylim=(0, 1.15 * max(gib)), xlabel=f"key/value heads n_kv (h = {n_heads} query heads)",
+           title=f"KV cache at N = {n_tokens:,}: {layers} layers, d_model = {d_model}, fp16")
+    show_figure(fig, alt=(
+        f"Bar chart of the KV cache of a {layers}-layer model with d_model {d_model} and {n_heads} query heads at "
+        f"{n_tokens:,} tokens in fp16, for n_kv = {', '.join(map(str, n_kvs))}: "
+        + ", ".join(f"{g:g} GiB" for g in gib) + ". Each halving of n_kv halves the cache."))
+
+
+EVICT_BYTES = 64 * 2**20  # more than any processor cache: reading it pushes the step's arrays out
+DECODE_STAGES = ("projections", "scores q·Kᵀ", "softmax", "weights·V", "checks + cache write")
+
+
+def profile_decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCache, *, n_kv_heads: int,
+                        repeats: int = 30) -> dict[str, float]:
+    """Time one ``decode_step`` after the ``cache.length`` cached tokens, and each of its stages (ms).
+
+    The stages are the calls ``decode_step`` makes, timed one by one on the same arrays:
+    ``projections`` (the four ``x_t @ W``, which read every weight once), ``scores q·Kᵀ`` (reads
+    the cached keys), ``softmax`` (``h·t`` exponentials), ``weights·V`` (reads the cached values)
+    and ``checks + cache write`` (the argument checks and storing the new key and value).
+
+    How it is timed: the fastest of ``repeats`` runs of each (the run least disturbed by other
+    programs), interleaved; before each run a
+    64 MiB buffer is read and written, so that the step's arrays come from main memory, as in a
+    real model whose other layers push them out of the processor's caches between two tokens;
+    BLAS runs on one thread, so that the stages add up to the step and no thread waits for a core
+    that another program holds. The cache is rewound after each step.
+
+    Returns ``{"step": ms, "projections": ms, ...}`` with the keys of ``DECODE_STAGES``.
+    """
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be a KVCache (see init_kv_cache), got {type(cache).__name__}")
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    if cache.length < 1 or cache.length >= cache.max_tokens:
+        raise ValueError(f"the cache must hold at least one token and have room for one more, got "
+                         f"length={cache.length} of max_tokens={cache.max_tokens}")
+    t, d_k = cache.length, cache.K.shape[-1]
+    decode_step(x_t, params, n_heads, cache, n_kv_heads=n_kv_heads)  # checks the arguments once
+    cache.length = t
+    group = n_heads // n_kv_heads
+    K, V = cache.K[..., :t, :], cache.V[..., :t, :]  # (n_kv, t, d_k), (n_kv, t, d_v): what a step reads
+    q = (x_t @ params["W_Q"]).reshape(n_kv_heads, group, d_k)  # (n_kv, h/n_kv, d_k)
+    q = q * q.dtype.type(1 / np.sqrt(d_k))  # scaled in its own dtype, as decode_step does
+    scores = q @ np.swapaxes(K, -1, -2)  # (n_kv, h/n_kv, d_k) @ (n_kv, d_k, t) -> (n_kv, h/n_kv, t)
+    weights = softmax(scores)  # (n_kv, h/n_kv, t)
+    concat = np.zeros(params["W_O"].shape[0], x_t.dtype)  # (h*d_v,)
+    new_k, new_v = K[..., -1, :].copy(), V[..., -1, :].copy()  # (n_kv, d_k), (n_kv, d_v)
+
+    def step():
+        decode_step(x_t, params, n_heads, cache, n_kv_heads=n_kv_heads)
+        cache.length = t  # rewound: every run is the step after t tokens
+
+    def projections():
+        for w in ("W_Q", "W_K", "W_V"):
+            x_t @ params[w]  # (d_model,) @ (d_model, ...): reads the whole matrix
+        concat @ params["W_O"]  # (h*d_v,) @ (h*d_v, d_model)
+
+    def checks_and_write():
+        check_layer_args(x=x_t[None, :], params=params, n_heads=n_heads, n_kv_heads=n_kv_heads, scores=False)
+        cache.K[..., t, :] = new_k  # (n_kv, d_k) into the preallocated cache
+        cache.V[..., t, :] = new_v  # (n_kv, d_v)
+
+    calls = {"step": step, "projections": projections,
+             "scores q·Kᵀ": lambda: q @ np.swapaxes(K, -1, -2),  # (n_kv, h/n_kv, t)
+             "softmax": lambda: softmax(scores),  # (n_kv, h/n_kv, t)
+             "weights·V": lambda: weights @ V,  # (n_kv, h/n_kv, t) @ (n_kv, t, d_v) -> (n_kv, h/n_kv, d_v)
+             "checks + cache write": checks_and_write}
+    evict = np.ones(EVICT_BYTES // 8)  # float64
+    times = {name: [] for name in calls}
+    with threadpool_limits(limits=1, user_api="blas"):
+        for _ in range(repeats):
+            for name, call in calls.items():
+                evict += 1.0  # reads and writes 64 MiB: the step's arrays leave the caches
+                start = time.perf_counter()
+                call()
+                times[name].append((time.perf_counter() - start) * 1e3)
+    return {name: min(ms) for name, ms in times.items()}
+
+
+def show_decode_profile(profile: Mapping[str, Mapping[str, float]], read_mib: Mapping[str, float]) -> None:
+    """One stacked bar per layout (MHA, GQA, MQA): the ms of each stage of ``DECODE_STAGES``."""
+    names = list(profile)
+    if set(names) != set(read_mib):
+        raise ValueError(f"profile and read_mib must name the same layouts, got {names} and {list(read_mib)}")
+    for name in names:
+        missing = set(DECODE_STAGES) - set(profile[name])
+        if missing:
+            raise ValueError(f"profile[{name!r}] lacks the stages {sorted(missing)}")
+    fig, ax = plt.subplots(figsize=(7.5, 3.6), constrained_layout=True)
+    rows = [f"{name}\n{read_mib[name]:.0f} MiB read" for name in names]
+    left = np.zeros(len(names))
+    for stage, colour in zip(DECODE_STAGES, plt.cm.viridis(np.linspace(0.1, 0.9, len(DECODE_STAGES))), strict=True):
+        ms = np.array([profile[name][stage] for name in names])
+        ax.barh(rows, ms, left=left, color=colour, label=stage)
+        left += ms
+    ax.invert_yaxis()
+    ax.set(xlabel="ms per decoding step (fastest of the runs)", title="Where a decoding step's time goes")
+    ax.legend(loc="lower right", fontsize=10)
+    parts = "; ".join(f"{name} ({read_mib[name]:.0f} MiB read): " + ", ".join(
+        f"{stage} {profile[name][stage]:.2f} ms" for stage in DECODE_STAGES) for name in names)
+    show_figure(fig, f"Stacked horizontal bars, one per layout, of the milliseconds each stage of one decoding "
+                     f"step took in this run. {parts}.")
+
+
+# -- notebook 07: pitfalls -------------------------------------------------------------------------
+
+def show_scale_maps(right_w: np.ndarray, wrong_w: np.ndarray, *, max_right: float, max_wrong: float) -> None:
+    """Head 0's (N, N) weights scaled by 1/sqrt(d_k) and by 1/sqrt(d_model), on one colour scale.
+
+    ``right_w`` and ``wrong_w`` have shape (h, N, N); ``max_right`` and ``max_wrong`` are the mean
+    largest weight of a row for each (for the alt text).
+    """
+    if right_w.shape != wrong_w.shape or right_w.ndim != 3:
+        raise ValueError(f"expected two (h, N, N) weight arrays of one shape, got {right_w.shape} and {wrong_w.shape}")
+    n = right_w.shape[-1]
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.9), constrained_layout=True)
+    top = float(max(right_w[0].max(), wrong_w[0].max()))  # one colour scale for both panels
+    for ax, w, title in ((axes[0], right_w, "/ sqrt(d_k) (right)"), (axes[1], wrong_w, "/ sqrt(d_model) (wrong)")):
+        im = ax.imshow(w[0], cmap="viridis", vmin=0, vmax=top)
+        ax.set(title=f"head 0, {title}", xlabel="key position j", ylabel="query position i")
+    fig.colorbar(im, ax=axes, label="attention weight")
+    show_figure(fig, alt=(
+        f"Two {n} by {n} attention maps of head 0 on one shared colour scale. Scaled by 1/sqrt(d_k) the rows "
+        f"have bright spots (mean largest weight {max_right:.2f}); scaled by 1/sqrt(d_model) the map is an "
+        f"almost even dark field (mean largest weight {max_wrong:.2f}, uniform would be {1 / n:.3f})."))
+
+
+def show_feature_reach(moved: np.ndarray) -> None:
+    """(d_model, h): how much each head's output moves when one input feature changes."""
+    d_model, h = moved.shape
+    fig, ax = plt.subplots(figsize=(5.5, 4.6), constrained_layout=True)
+    im = ax.imshow(moved, cmap="viridis", aspect="auto", vmin=0)
+    ax.set(title="Change in each head's output\nwhen one input feature changes",
+           xlabel="head i", ylabel="changed input feature j (column of X)")
+    fig.colorbar(im, ax=ax, label="max |change|")
+    show_figure(fig, alt=(
+        f"Heat map with the {d_model} input features down and the {h} heads across; the smallest change in any "
+        f"cell is {moved.min():.3f}, the largest {moved.max():.3f}."))
+
+
+def show_block_moves(blocks_without: np.ndarray, blocks_with: np.ndarray) -> None:
+    """(h, h): how much output block j moves when head i is disturbed, without and with W_O."""
+    if blocks_without.shape != blocks_with.shape:
+        raise ValueError(f"expected two maps of one shape, got {blocks_without.shape} and {blocks_with.shape}")
+    h = blocks_with.shape[0]
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.9), constrained_layout=True)
+    top = float(max(blocks_without.max(), blocks_with.max()))  # one colour scale: the panels are compared
+    for ax, m, title in ((axes[0], blocks_without, "without W_O"), (axes[1], blocks_with, "with W_O")):
+        im = ax.imshow(m, cmap="viridis", vmin=0, vmax=top)
+        ax.set(title=title, xlabel="output column block", ylabel="disturbed head i")
+    fig.colorbar(im, ax=axes, label="max |change|")
+    off_diagonal = blocks_without[~np.eye(h, dtype=bool)]
+    show_figure(fig, alt=(
+        f"Two {h} by {h} maps of which output block moves when head i is disturbed, on one colour scale. "
+        f"Without W_O the largest change off the diagonal is {off_diagonal.max():.2f}: head i moves block i "
+        f"only. With W_O the smallest change of any cell is {blocks_with.min():.2f}: each head reaches every block."))
+
+
+def show_split_comparison(right_split: np.ndarray, wrong_split: np.ndarray, misplaced: float) -> None:
+    """(h, N, d_k) of source-token numbers: the right split and the reshape-only one, side by side."""
+    if right_split.shape != wrong_split.shape or right_split.ndim != 3:
+        raise ValueError(f"expected two (h, N, d_k) arrays of one shape, got {right_split.shape} and {wrong_split.shape}")
+    h, n, d_k = right_split.shape
+    fig, axes = plt.subplots(1, 2, figsize=(8, 4.2), constrained_layout=True)
+    for ax, s, title in ((axes[0], right_split, "split_heads (right)"), (axes[1], wrong_split, "reshape only (wrong)")):
+        im = ax.imshow(s.reshape(-1, d_k), cmap="cividis", aspect="auto", vmin=0, vmax=n - 1)
+        ax.set(title=title, xlabel="feature within the head (d_k)", ylabel="head, then row n")
+        ax.set_yticks(np.arange(0, h * n, n), [f"head {i}" for i in range(h)])
+    fig.colorbar(im, ax=axes, label="source token", ticks=range(n))
+    show_figure(fig, alt=(
+        f"Two stacks of {h} heads with {n} rows each, coloured by the token each number came from. Right: every "
+        f"head shows the tokens 0 to {n - 1} top to bottom, the same gradient {h} times. Wrong: head 0 holds "
+        f"tokens {wrong_split[0, :, 0].tolist()}; {misplaced:.0%} of the numbers are in another token's row."))
+
+
+# -- notebook 08: why several heads ----------------------------------------------------------------
+
+def show_accuracy_by_heads(heads: Sequence[int], table: np.ndarray, *, chance: float, d_model: int) -> None:
+    """Pair accuracy per number of heads: a bar for the mean over seeds, a dot per seed.
+
+    ``table`` has shape (len(heads), seeds); ``chance`` is the accuracy of a guess.
+    """
+    table = np.asarray(table)
+    if table.ndim != 2 or table.shape[0] != len(heads):
+        raise ValueError(f"table must have shape (len(heads)={len(heads)}, seeds), got {table.shape}")
+    fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
+    pos = np.arange(len(heads))
+    ax.bar(pos, table.mean(1), width=0.6, color=plt.cm.viridis(0.55), alpha=0.6, label="mean over seeds")
+    jitter = np.linspace(-0.18, 0.18, table.shape[1])
+    for i, accs in enumerate(table):
+        ax.scatter(pos[i] + jitter, accs, s=26, color=plt.cm.viridis(0.1), zorder=3,
+                   label="one seed" if i == 0 else None)
+    ax.axhline(chance, color="0.4", ls=":", label="guessing")
+    ax.set_xticks(pos, [f"h = {h}\nd_k = {d_model // h}" for h in heads])
+    ax.set(ylim=(0, 1.05), xlabel=f"number of heads h (d_model = {d_model} for all)",
+           ylabel="pair accuracy", title=f"Same width, parameters, budget: {table.shape[1]} seeds per h")
+    ax.legend(loc="center right")
+    one, several = table[0], table[1:]
+    show_figure(fig, alt=(
+        f"Bar chart of pair accuracy for h = {', '.join(map(str, heads))} with one dot per seed: h = {heads[0]} "
+        f"reaches {one.mean():.2f} on average (seeds from {one.min():.2f} to {one.max():.2f}); every seed of "
+        f"h = {', '.join(map(str, heads[1:]))} reaches at least {several.min():.2f} (rounded). Guessing is "
+        f"{chance:.4f}."))
+
+
+def show_attention_maps(labels: Sequence[str], weights: np.ndarray, *, seed: int, offsets: Sequence[int],
+                        first_query: int) -> None:
+    """Each head's (N, N) attention map of one trained model, two maps a row.
+
+    The alt text gives each head's mean weight at each of ``offsets`` places back, over the
+    queries from ``first_query`` on.
+    """
+    weights = np.asarray(weights)
+    n = len(labels)
+    if weights.ndim != 3 or weights.shape[1:] != (n, n):
+        raise ValueError(f"weights must have shape (h, {n}, {n}) for {n} labels, got {weights.shape}")
+    h = weights.shape[0]
+    cols = min(h, 2)
+    rows = (h + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(2.8 * cols + 1.4, 2.8 * rows + 0.6), squeeze=False,
+                             constrained_layout=True)
+    for i, ax in enumerate(axes.flat):
+        im = ax.imshow(weights[i], cmap="viridis", vmin=0, vmax=1)
+        ax.set_title(f"h = {h}: head {i}")
+        ax.set_xticks(range(n), labels, rotation=90)
+        ax.set_yticks(range(n), labels)
+        ax.set_xlabel("key j (pos:token)")
+        if i % cols == 0:
+            ax.set_ylabel("query i (pos:token)")
+    fig.colorbar(im, ax=axes.ravel().tolist(), label="attention weight", shrink=0.9)
+    peak = [[np.mean([weights[i, t, t - back] for t in range(first_query, n)]) for back in offsets] for i in range(h)]
+    show_figure(fig, alt=(
+        f"{h} attention map{'s' if h > 1 else ''} of the trained h = {h} model (seed {seed}) on one sequence of "
+        f"{n} tokens, queries down and keys across on a 0 to 1 colour scale. Mean weight "
+        f"{' and '.join(map(str, offsets))} places left of the diagonal: "
+        + "; ".join(f"head {i}: " + " and ".join(f"{v:.2f}" for v in row) for i, row in enumerate(peak)) + "."))
+
+
+def show_offset_profiles(profiles: Mapping[int, np.ndarray], *, offsets: Sequence[int], n_shown: int) -> None:
+    """For each h, a heat map of every head's mean weight at 0 .. ``n_shown``-1 places back."""
+    heads = list(profiles)
+    fig, axes = plt.subplots(1, len(heads), figsize=(8.3, 3.6), gridspec_kw={"width_ratios": heads},
+                             constrained_layout=True)
+    for ax, h in zip(np.atleast_1d(axes), heads, strict=True):
+        im = ax.imshow(profiles[h][:, :n_shown].T, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+        ax.set(title=f"h = {h}", xlabel="head", xticks=range(0, h, 1 if h < 8 else 2), yticks=range(n_shown))
+    np.atleast_1d(axes)[0].set_ylabel("places back (key = t - places)")
+    fig.colorbar(im, ax=np.atleast_1d(axes).tolist(), label="mean weight")
+    fig.suptitle("Which head looks how far back (trained, seed 0)")
+    single = profiles[heads[0]][0]
+    a, b = offsets
+    split = {h: [i for i, row in enumerate(profiles[h]) if min(row[a], row[b]) > 0.15] for h in heads[1:]}
+    shares = "; ".join(
+        f"h = {h}: every head bright at only one of the two" if not split[h]
+        else f"h = {h}: " + ", ".join(f"head {i} splits {profiles[h][i][a]:.2f} and {profiles[h][i][b]:.2f}"
+                                      for i in split[h]) + ", the others bright at only one"
+        for h in heads[1:])
+    show_figure(fig, alt=(
+        f"{len(heads)} small heat maps, for h = {', '.join(map(str, heads))}, with 0 to {n_shown - 1} places back "
+        f"down and the heads across. The single head splits its weight between {a} place{'s' if a > 1 else ''} "
+        f"back ({single[a]:.2f}) and {b} places back ({single[b]:.2f}). {shares}."))
+
+
+def show_head_ablation(accuracy_without: Sequence[float], looks_back: Sequence[int], *, highlight: int,
+                       seed: int = 0) -> None:
+    """The model's accuracy with each head removed in turn; each bar labelled with how far back that
+    head mostly looks (bars for ``highlight`` places back in a darker colour)."""
+    _check_same_length(accuracy_without=accuracy_without, looks_back=looks_back)
+    h = len(accuracy_without)
+    fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
+    ax.bar(range(h), accuracy_without, color=[plt.cm.viridis(0.2 if back == highlight else 0.75) for back in looks_back])
+    for i, back in enumerate(looks_back):
+        ax.text(i, accuracy_without[i] + 0.02, f"t-{back}", ha="center")
+    ax.set(ylim=(0, 1.12), xticks=range(h), xlabel="head removed (label: how far back it mostly looks)",
+           ylabel="pair accuracy", title=f"h = {h} (seed {seed}): accuracy without each head")
+    show_figure(fig, alt=(
+        f"Bar chart of the h = {h} model's pair accuracy with one head removed, for heads 0 to {h - 1}: "
+        + ", ".join(f"head {i} (attends t-{back}) {v:.2f}"
+                    for i, (back, v) in enumerate(zip(looks_back, accuracy_without, strict=True))) + "."))
+
+
+def show_prune_curves(curves: Mapping[tuple[int, int], np.ndarray], prunable: Mapping[int, Sequence[int]]) -> None:
+    """Accuracy against the fraction of heads pruned, one line per (h, seed) of ``curves``.
+
+    ``curves[h, seed]`` has shape (h + 1,); ``prunable[h]`` lists, per seed, the heads that could
+    go at little cost (for the alt text).
+    """
+    heads = sorted({h for h, _ in curves})
+    fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
+    for h, shade in zip(heads, np.linspace(0.15, 0.8, len(heads)), strict=True):
+        for j, (seed, curve) in enumerate((s, c) for (hh, s), c in curves.items() if hh == h):
+            ax.plot(np.arange(h + 1) / h, curve, "o-", ms=3, color=plt.cm.viridis(shade), alpha=0.7,
+                    label=f"h = {h}" if j == 0 else None)
+    seeds = len(curves) // len(heads)
+    ax.set(xlabel="fraction of heads pruned (least important first)", ylabel="pair accuracy",
+           title=f"Pruning trained heads ({seeds} seeds per h)")
+    ax.legend()
+    start = min(float(c[0]) for c in curves.values())
+    fates = "; ".join(
+        f"h = {h}: falls at the first head removed" if max(prunable[h]) == 0
+        else f"h = {h}: {min(prunable[h])} to {max(prunable[h])} heads go at little cost, then it falls"
+        for h in heads)
+    show_figure(fig, alt=(
+        f"Pair accuracy against the fraction of heads pruned, one line per seed for h = "
+        f"{', '.join(map(str, heads))}, every line starting at {start:.1f} (rounded). {fates}."))
