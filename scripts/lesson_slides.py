@@ -122,7 +122,7 @@ def _blocks(markdown: str) -> list[str]:
         if len(items) > 1 and _markdown_px(block) > SCREEN_PX:  # a long list: cut between its items
             starts = [0, *[i for i in items if i > 0], len(lines)]
             chunk: list[str] = []
-            for a, b in zip(starts, starts[1:]):
+            for a, b in zip(starts, starts[1:], strict=False):
                 item = lines[a:b]
                 if chunk and _markdown_px("\n".join(chunk + item)) > SCREEN_PX - 80:
                     out.append("\n".join(chunk))

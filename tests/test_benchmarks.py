@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `benchmarks`
 
 from benchmarks import report, suites  # noqa: E402
-from benchmarks.timing import interleaved, stats  # noqa: E402
+from benchmarks.timing import SETTLE_CALLS, interleaved, stats  # noqa: E402
 
 
 def test_stats_matches_sorted_samples():
@@ -37,7 +37,7 @@ def test_interleaved_runs_every_callable_equally_within_rep_bounds(budget, lo, h
     t = interleaved({"a": make("a"), "b": make("b")}, budget_s=budget, min_reps=lo, max_reps=hi)
     expected = lo if budget == 0.0 else hi
     assert t["a"]["n"] == t["b"]["n"] == expected
-    assert calls["a"] == calls["b"] == expected + 1  # + the warm-up call
+    assert calls["a"] == calls["b"] == expected * (1 + SETTLE_CALLS) + 1  # settling calls + the warm-up call
 
 
 def test_parse_printed_timings_reads_the_browser_tests_block():

@@ -671,7 +671,7 @@ def show_prune_curves(curves: Mapping[tuple[int, int], np.ndarray], prunable: Ma
     heads = sorted({h for h, _ in curves})
     fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
     for h, shade in zip(heads, np.linspace(0.15, 0.8, len(heads)), strict=True):
-        for j, (seed, curve) in enumerate((s, c) for (hh, s), c in curves.items() if hh == h):
+        for j, curve in enumerate(c for (hh, _), c in curves.items() if hh == h):
             ax.plot(np.arange(h + 1) / h, curve, "o-", ms=3, color=plt.cm.viridis(shade), alpha=0.7,
                     label=f"h = {h}" if j == 0 else None)
     seeds = len(curves) // len(heads)
