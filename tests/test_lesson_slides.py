@@ -156,15 +156,8 @@ def _slide_heights(page) -> list[tuple[str, int, int, bool]]:
     raise AssertionError("more than 300 slides, or Space does not move")
 
 
-# Known: five code cells of 10 (the induction scores, the direct-path table, the "it" sentence
-# pair and its figure) are each taller than a screen with their outputs; they must be split in
-# the notebook. Strict: the test fails as soon as they fit, so that this mark is removed.
-TOO_TALL = {"10_real_heads": "five code cells of 10 are taller than a 768-px screen; split them"}
-
-
 @pytest.mark.browser
-@pytest.mark.parametrize("lesson", [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=TOO_TALL[name]))
-                                    if name in TOO_TALL else name for name in LESSONS])
+@pytest.mark.parametrize("lesson", LESSONS)
 def test_no_slide_overflows_a_1366x768_screen(lesson, lesson_slides_server):
     """"No slide should hold more than a screen": every slide's content fits without scrolling."""
     from playwright.sync_api import sync_playwright
