@@ -62,12 +62,13 @@ def _inputs(n: int):
 
 def one_shot(x, params):
     """The fused layer forced onto the formula, the whole score tensor at once (``attention_path``)."""
-    saved = mha.FORMULA_MAX_SCORE_BYTES
-    mha.FORMULA_MAX_SCORE_BYTES = 2**62
-    try:
-        return multi_head_attention(x, params, H)
-    finally:
-        mha.FORMULA_MAX_SCORE_BYTES = saved
+    return forced_path("formula", x, params, causal=False)()
+
+
+def picked_path(x, params, causal: bool) -> str:
+    """The attention path ``multi_head_attention`` picks for this input (no weights, no tracer)."""
+    return mha.attention_path(check_layer_args(x=x, params=params, n_heads=H, causal=causal, scores=False),
+                              keep_weights=False, traced=False)
 
 
 def torch_calls(x, params, causal: bool = False) -> dict:
@@ -124,8 +125,7 @@ def run_size(n: int, quick: bool, threads: str, causal: bool = False) -> dict:
     ours = t["ours"]["median"]
     return {
         "N": n, "h": H, "threads": threads, "causal": causal, "times": t,
-        "path": mha.attention_path(check_layer_args(x=x, params=params, n_heads=H, causal=causal, scores=False),
-                                   keep_weights=False, traced=False),
+        "path": picked_path(x, params, causal),
         "vs torch MHA": t["torch MHA"]["median"] / ours,
         "vs torch SDPA": t["torch SDPA"]["median"] / ours,
         "gemm_gflops": gemm_gflops,
@@ -155,10 +155,9 @@ def crossover(quick: bool, threads: str, log=print) -> list[dict]:
     whether ``attention_path`` picks the fastest, measured."""
     rows = []
     for n in (100, 512) if quick else CROSSOVER_LENGTHS:
+        x, params = _inputs(n)
         for causal in (False, True):
-            x, params = _inputs(n)
-            chosen = mha.attention_path(check_layer_args(x=x, params=params, n_heads=H, causal=causal, scores=False),
-                                        keep_weights=False, traced=False)
+            chosen = picked_path(x, params, causal)
             fns = {p: forced_path(p, x, params, causal) for p in ("formula", "blocked", "tiled")}
             t = interleaved(fns, budget_s=0.5 if quick else CROSSOVER_BUDGET_S, min_reps=3, max_reps=40, seed=n)
             med = {p: v["median"] for p, v in t.items()}

@@ -12,7 +12,7 @@ For each length, causal or not, at numpy's default BLAS threads and at one threa
 - each matmul stage's achieved rate (its FLOP over its time) is set against the rate the same
   matmul shape reaches alone, in a loop, with one BLAS thread (what every worker uses);
 - the per-call overheads are timed on their own: ``blas_threads()`` (threadpoolctl reading the
-  BLAS), the ``threadpool_limits`` block, starting and joining the worker pool, and the Python
+  BLAS), the one-thread BLAS limit (``flash._blas_controller().limit``), starting and joining the worker pool, and the Python
   and numpy call overhead of the tile loop (the same loop on 1 x 1 tiles, so no arithmetic);
 - "passes" counts how often a stage sweeps the whole (h, block_q, block_k) tile of scores.
 
@@ -34,12 +34,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from mha_core import check_layer_args, multi_head_attention
-from mha_core.core import flash, mha
+from mha_core import multi_head_attention
+from mha_core.core import flash
 from mha_core.core.heads import merge_heads, split_heads
 
 from .core import D_MODEL
-from .long_context import H, _inputs
+from .long_context import H, _inputs, picked_path
 from .suites import BENCH_DIR
 from .timing import interleaved, numpy_threads, set_numpy_threads, stats
 
@@ -147,7 +147,7 @@ def profiled_flash(q, k, v, scale, *, causal, threads, clocks, counts,
             out[..., r0:r1, :] = profiled_rows(q, k, v, scale, causal, r0, r1, block_k, s_buf,
                                                per_worker[i], counts)
 
-    limit = threadpool_limits(1, user_api="blas")
+    limit = flash._blas_controller().limit(limits=1, user_api="blas")  # as flash._flash does
     c = _clock(clocks, "threadpool_limits (enter + exit)", c)
     if n_workers == 1:
         work(0)
@@ -191,14 +191,14 @@ def _rate_alone(a_shape, b_shape, threads: int = 1) -> float:
     return calls * flop / ms / 1e6
 
 
-def _loop_overhead_ms(n: int, causal: bool, threads: int) -> float:
-    """The tile loop with its real count of tiles and calls, but 1 x 1 tiles: Python and numpy's
-    per-call overhead, with no arithmetic to speak of."""
-    bq, bk = flash.BLOCK_Q, flash.BLOCK_K
-    tiny = [np.ones((H, n // bq, 1), np.float32), np.ones((H, n // bk, 1), np.float32)]  # one row per tile
-    # rows per query tile = 1, keys per key tile = 1: the loop runs over (n/bq) x (n/bk) tiles
-    return _median_ms(lambda: flash._flash(tiny[0], tiny[1], tiny[1], None, 1.0, causal=causal, block_q=1,
-                                           block_k=1, threads=threads))
+def _loop_overhead_ms(n: int, tiles: int, threads: int) -> float:
+    """The tile loop on 1 x 1 tiles (Python and numpy's per-call overhead, no arithmetic to speak
+    of), scaled to ``tiles``, the real loop's count. Timed without a mask: a causal 1 x 1 loop
+    would skip a different share of its tiles than the real one."""
+    rows, cols = -(-n // flash.BLOCK_Q), -(-n // flash.BLOCK_K)  # query tiles, key tiles
+    q, kv = np.ones((H, rows, 1), np.float32), np.ones((H, cols, 1), np.float32)  # one row per tile
+    ms = _median_ms(lambda: flash._flash(q, kv, kv, None, 1.0, causal=False, block_q=1, block_k=1, threads=threads))
+    return ms * tiles / (rows * cols)
 
 
 def exp_alone() -> dict:
@@ -234,8 +234,7 @@ def profile_one(n: int, causal: bool, threads_label: str, threads: int) -> dict:
     x2 = x.reshape(n, D_MODEL)  # (N, d_model)
     Qh, Kh, Vh = (split_heads((x2 @ p[w]).reshape(1, n, D_MODEL), H) for w in ("W_Q", "W_K", "W_V"))  # (B, h, N, d_k)
     whole = _median_ms(lambda: multi_head_attention(x, p, H, causal=causal))
-    path = mha.attention_path(check_layer_args(x=x, params=p, n_heads=H, causal=causal, scores=False),
-                              keep_weights=False, traced=False)
+    path = picked_path(x, p, causal)
     attention = _median_ms(lambda: flash._flash(Qh, Kh, Vh, None, scale, causal=causal))
     projections = _median_ms(lambda: [x2 @ p[w] for w in ("W_Q", "W_K", "W_V")])  # 3 x (N, d_model) @ (d_model, d_model)
     heads = np.ascontiguousarray(Qh)  # stands in for the attention output (B, h, N, d_v)
@@ -268,7 +267,7 @@ def profile_one(n: int, causal: bool, threads_label: str, threads: int) -> dict:
         "blas_threads() + setup": stage_ms.pop("blas_threads() + setup"),
         "threadpool_limits (enter + exit)": stage_ms.pop("threadpool_limits (enter + exit)"),
         "worker pool (start + join)": stage_ms.pop("worker pool (start + join)", 0.0),
-        "tile loop on 1 x 1 tiles (Python + numpy call overhead)": _loop_overhead_ms(n, causal, threads),
+        "tile loop on 1 x 1 tiles (Python + numpy call overhead)": _loop_overhead_ms(n, counts["tiles"], threads),
     }
     profiled_wall = stage_ms.pop("(wall time of the profiled call)")
     return {
@@ -290,7 +289,9 @@ def run(quick: bool = False, log=print) -> dict:
     log("  one tile's exp, one thread: " + ", ".join(f"{k} {v:.2f} ms" for k, v in out["exp_alone_ms"].items()))
     try:
         for label, threads in (("default", default), ("1", 1)):
-            set_numpy_threads(threads)
+            if not set_numpy_threads(threads) and threads == 1:
+                log("  cannot set numpy's BLAS threads: one-thread rows skipped")
+                continue
             for n in QUICK_LENGTHS if quick else LENGTHS:
                 for causal in (False, True):
                     r = profile_one(n, causal, label, threads)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -131,7 +132,7 @@ def test_long_context_section_renders_every_row_and_the_only_report():
     assert only.startswith("# Benchmark results: long context") and "## Goals" not in only
 
 
-def test_only_runs_write_their_own_files_and_keep_the_profile_block(tmp_path):
+def test_only_runs_write_their_own_files_and_keep_the_profile_block(tmp_path, monkeypatch):
     from benchmarks import profile_tiled, run
 
     assert report.only_names(["long_context"]) == ("results_long_context.json", "RESULTS_long_context.md")
@@ -153,19 +154,15 @@ def test_only_runs_write_their_own_files_and_keep_the_profile_block(tmp_path):
         def run(quick):
             return fake
 
-    mp = pytest.MonkeyPatch()
-    mp.setattr(run, "long_context", FakeSection)
-    try:
-        assert run.main(["--only", "long_context", "--quick", "--out", str(tmp_path)]) == 0
-    finally:
-        mp.undo()
+    monkeypatch.setattr(run, "long_context", FakeSection)
+    assert run.main(["--only", "long_context", "--quick", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "results.json").read_text() == "full run" and not (tmp_path / "RESULTS.md").exists()
     written = md.read_text()
     assert written.startswith("# Benchmark results: long context") and "second" in written
     assert json.loads((tmp_path / "results_long_context.json").read_text())["long_context"]["rows"] == fake["rows"]
 
 
-def test_profiled_flash_runs_the_tile_loop_of_flash(monkeypatch):
+def test_profiled_flash_runs_the_tile_loop_of_flash():
     import numpy as np
 
     from benchmarks import profile_tiled
@@ -174,7 +171,7 @@ def test_profiled_flash_runs_the_tile_loop_of_flash(monkeypatch):
     rng = np.random.default_rng(4)
     for shape, causal in (((2, 3, 37, 8), True), ((1, 4, 50, 8), False)):  # B > 1, odd N, tile edges
         q, k, v = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))  # (B, h, N, d_k)
-        clocks, counts = profile_tiled.defaultdict(float), profile_tiled.defaultdict(int)
+        clocks, counts = defaultdict(float), defaultdict(int)
         got = profile_tiled.profiled_flash(q, k, v, 0.3, causal=causal, threads=2, clocks=clocks, counts=counts,
                                            block_q=16, block_k=8)
         np.testing.assert_allclose(got, flash._flash(q, k, v, None, 0.3, causal=causal, block_q=16, block_k=8),

@@ -66,9 +66,6 @@ test_quotes, test_claim = claim_tests(NB, CLAIMS)
 # -- section 6, the timing cells: their outputs are not compared by nbval (they change from run to
 # run), so the sentences about them are checked on the stored run, which is the run the reader sees.
 
-def _stored(after: str) -> str:
-    return outputs(NB, after)
-
 
 def _per_layout(pattern: str, text: str) -> dict[str, tuple[float, ...]]:
     found = {m[0]: tuple(map(float, m[1:])) for m in re.findall(pattern, text, re.M)}
@@ -78,7 +75,7 @@ def _per_layout(pattern: str, text: str) -> dict[str, tuple[float, ...]]:
 
 def _stage_table() -> dict[str, dict[str, float]]:
     """The stored "ms per step" table: stage -> layout -> ms."""
-    lines = _stored("for stage in (*DECODE_STAGES").split("\n")
+    lines = outputs(NB, "for stage in (*DECODE_STAGES").split("\n")
     header = lines[0].split()[3:]
     assert header == ["MHA", "GQA", "MQA"], lines[0]
     table = {}
@@ -94,7 +91,7 @@ def _quoted(prose: str) -> None:
 
 def test_stored_run_gqa_faster_than_mha_and_mqa_faster_still():
     _quoted("Still, on this run GQA decoded faster than MHA and MQA faster still.")
-    step = _per_layout(r"^(MHA|GQA|MQA) \(n_kv=.*one step ([\d.]+) ms", _stored("DEC = dict("))
+    step = _per_layout(r"^(MHA|GQA|MQA) \(n_kv=.*one step ([\d.]+) ms", outputs(NB, "DEC = dict("))
     assert step["MHA"][0] > step["GQA"][0] > step["MQA"][0]
 
 
@@ -102,7 +99,7 @@ def test_stored_run_the_gain_falls_short_of_the_bytes():
     _quoted("The measured gain falls short of the bytes.")
     found = dict((m[0], (float(m[1]), float(m[2]))) for m in re.findall(
         r"^(GQA|MQA): speed-up over MHA predicted from the bytes read ([\d.]+)x, measured ([\d.]+)x",
-        _stored("read_mib = {"), re.M))
+        outputs(NB, "read_mib = {"), re.M))
     assert set(found) == {"GQA", "MQA"}
     assert all(measured < predicted for predicted, measured in found.values()), found
 
@@ -121,7 +118,7 @@ def test_stored_run_weights_at_one_rate_the_cache_slower_the_smaller_it_is():
             "is roughly in proportion to their bytes, as predicted.")
     _quoted("the GB/s show it, the smaller the cache, the fewer of its bytes the attention gets through per second.")
     rates = _per_layout(r"^(MHA|GQA|MQA): weights read at +([\d.]+) GB/s, KV cache at +([\d.]+) GB/s",
-                        _stored("for stage in (*DECODE_STAGES"))
+                        outputs(NB, "for stage in (*DECODE_STAGES"))
     weights = [w for w, _ in rates.values()]
     assert max(weights) < 1.5 * min(weights), rates
     assert rates["MHA"][1] > rates["GQA"][1] > rates["MQA"][1], rates
