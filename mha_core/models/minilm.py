@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core import multi_head_attention
+from ..core.layer_args import BIAS_NAMES, WEIGHT_NAMES
 from .blocks import embed, gelu_mlp, layer_norm
 from .model import Forward, Model, ModelFetchError
 
@@ -50,7 +51,6 @@ _EMBED_NAMES = {
     "embeddings.LayerNorm.weight": "ln0_w",
     "embeddings.LayerNorm.bias": "ln0_b",
 }
-ATTENTION_PARAMS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")
 
 
 def convert(files: dict[str, Path]) -> dict:
@@ -92,7 +92,7 @@ def _tokenizer_from(path: Path):
 class MiniLM(Model):
     """all-MiniLM-L6-v2 (BERT encoder, float32). Build it with ``mha_core.models.load("minilm")``."""
 
-    attention_params = ATTENTION_PARAMS
+    attention_params = WEIGHT_NAMES + BIAS_NAMES
 
     name = "minilm"
     label = "all-MiniLM-L6-v2 (BERT encoder, 22.7M parameters, float32 weights)"

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core import decode_step, head_contributions, init_kv_cache, multi_head_attention, prefill
+from ..core.layer_args import WEIGHT_NAMES
 from .blocks import embed, rms_norm, swiglu
 from .model import Forward, Model, ModelFetchError
 
@@ -32,7 +33,6 @@ _LAYER_NAMES = {
     "attn_norm.weight": "attn_norm", "ffn_norm.weight": "ffn_norm",
     "ffn_gate.weight": "W_gate", "ffn_up.weight": "W_up", "ffn_down.weight": "W_down",
 }
-ATTENTION_PARAMS = ("W_Q", "W_K", "W_V", "W_O")
 _CONFIG_KEYS = {  # GGUF metadata key -> our config key
     "llama.block_count": "n_layers", "llama.embedding_length": "d_model",
     "llama.feed_forward_length": "d_ff", "llama.attention.head_count": "n_heads",
@@ -144,7 +144,7 @@ class SmolLM2(Model):
     """SmolLM2-135M-Instruct (Llama decoder, 4-bit quantised). Build it with
     ``mha_core.models.load("smollm2")``."""
 
-    attention_params = ATTENTION_PARAMS
+    attention_params = WEIGHT_NAMES
 
     name = "smollm2"
     label = "SmolLM2-135M-Instruct (Llama decoder, GQA 9/3 heads, 4-bit quantised weights: Q4_1, embeddings Q8_0)"

@@ -326,7 +326,14 @@ class RealHeadsPanel(Panel):
             return
         with self._quiet():
             self.thumbs.picked = -1  # handled: the same thumbnail can be clicked again later
-            self.head.value = head
+        self._open(self.layer.value, head)
+
+    def _open(self, layer: int, head: int) -> None:
+        """Show ``head`` of ``layer`` (a click on a thumbnail or on the overview); nothing if it is open."""
+        if (layer, head) == (self.layer.value, self.head.value):
+            return
+        with self._quiet():
+            self.layer.value, self.head.value = layer, head
         self.refresh()
 
     def _big(self, v: _View, layer: int, head: int) -> None:
@@ -434,11 +441,11 @@ class RealHeadsPanel(Panel):
     def _picked(self, change) -> None:
         """A click (or Enter) on a square of the overview: open that head."""
         layer, head = change["new"]
-        if layer < 0 or (layer, head) == (self.layer.value, self.head.value):
+        if layer < 0:
             return
         with self._quiet():
-            self.layer.value, self.head.value = layer, head
-        self.refresh()
+            self.overview.picked = [-1, -1]  # handled: the same square can be clicked again later
+        self._open(layer, head)
 
     # -- drawing ---------------------------------------------------------------------------------
     def _set_limits(self, n_layers: int, h: int) -> None:

@@ -227,6 +227,19 @@ function render({ model, el }) {
     model.save_changes();
   }
 
+  // Captions and the canvases' spoken names only: a new caption (the open head moved) needs no redraw.
+  function relabel() {
+    const h = model.get("h");
+    grid.querySelectorAll("figcaption").forEach((cap, head) => {
+      cap.style.paddingLeft = LEFT_PX * drawnScale + "px";
+      cap.textContent = name(head);
+    });
+    grid.querySelectorAll("canvas").forEach((canvas, head) => {
+      canvas.setAttribute("aria-label", `${name(head)}, map ${head + 1} of ${h}. Arrow keys read the weights, Enter ` +
+        (model.get("pick_head") ? "opens this head." : "selects the query row."));
+    });
+  }
+
   function build() {
     W = floats(model);
     drawnScale = scale();
@@ -292,13 +305,8 @@ function render({ model, el }) {
     }
     const n = model.get("n");
     cursor = [Math.min(cursor[0], n - 1), Math.min(cursor[1], n - 1)];
-    grid.querySelectorAll("figcaption").forEach((cap, head) => {
-      cap.style.paddingLeft = LEFT_PX * drawnScale + "px";
-      cap.textContent = name(head);
-    });
+    relabel();
     grid.querySelectorAll("canvas").forEach((canvas, head) => {
-      canvas.setAttribute("aria-label", `${name(head)}, map ${head + 1} of ${h}. Arrow keys read the weights, Enter ` +
-        (model.get("pick_head") ? "opens this head." : "selects the query row."));
       canvas.style.cursor = model.get("pick_head") ? "pointer" : "";
       drawHead(canvas, head);
     });
@@ -321,7 +329,7 @@ function render({ model, el }) {
   model.on("change:weights", build);
   model.on("change:query", build);
   model.on("change:stripe", build);
-  model.on("change:captions", build);
+  model.on("change:captions", relabel);
   model.on("change:lut", drawLegend);
   // a click sets `query` here first, so the kernel's answer may change only the description
   model.on("change:alt", () => { desc.textContent = model.get("alt"); });
