@@ -24,6 +24,7 @@ the raw numbers into benchmarks/results_profile_tiled.json.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -52,22 +53,29 @@ RESULTS_MD = BENCH_DIR / "RESULTS_long_context.md"
 RESULTS_JSON = BENCH_DIR / "results_profile_tiled.json"
 
 # The stages of one tile, in the order flash._rows runs them, with the passes each makes over the
-# whole (h, rows, cols) tile of scores (reads and writes of the tile itself, not of m, l or o).
+# whole (h, rows, cols) tile of scores (reads and writes of the tile itself, not of m or [o | l]).
+# A tile is first tried against the running max as it stands ("stale max"); a row's first tile,
+# and a tile where some score outgrew the max (redone), go the full way.
 TILE_STAGES = {
-    "Q K^T (matmul)": 1,  # writes the tile
+    "Q K^T - shift (matmul)": 1,  # writes the tile
     "causal mask": 1,  # diagonal tiles only: builds the tile's triangle, writes -inf above it
-    "row max": 1,  # reads the tile
-    "shift (max, where)": 0,  # (h, rows, 1)
-    "subtract": 1,  # reads and writes the tile
-    "exp": 1,  # reads and writes the tile
-    "alpha = exp(m - shift)": 0,  # (h, rows, 1)
-    "row sums": 1,  # reads the tile
-    "rescale o": 0,  # (h, rows, d_v)
-    "P V (matmul)": 1,  # reads the tile
-    "add to o": 0,  # (h, rows, d_v)
+    "stale max: exp": 1,  # reads and writes the tile
+    "stale max: P [V | 1] (matmul)": 1,  # reads the tile; the last column is the row sums
+    "stale max: check, add to [o | l]": 0,  # (h, rows, d_v + 1)
+    "redo: Q K^T - shift, mask again": 1,  # a tried tile that failed the check
+    "full: row max": 1,  # reads the tile
+    "full: shift (max, where)": 0,  # (h, rows, 1)
+    "full: subtract": 1,  # reads and writes the tile
+    "full: exp": 1,  # reads and writes the tile
+    "full: rescale [o | l]": 0,  # (h, rows, d_v + 1)
+    "full: P [V | 1] (matmul)": 1,  # reads the tile
 }
-BLOCK_STAGES = ("scale Q block, init m, l, o", "normalise o / l")
-MATMULS = ("Q K^T (matmul)", "P V (matmul)")
+BLOCK_STAGES = ("scale Q block, init m, [o | l]", "normalise o / l")
+MATMULS = {  # a matmul stage -> the counter of its FLOP
+    "Q K^T - shift (matmul)": "qk_flop",
+    "stale max: P [V | 1] (matmul)": "pv_stale_flop",
+    "full: P [V | 1] (matmul)": "pv_full_flop",
+}
 
 
 def _clock(clocks: dict, name: str, t0: float) -> float:
@@ -77,51 +85,69 @@ def _clock(clocks: dict, name: str, t0: float) -> float:
     return now
 
 
-def profiled_rows(q, k, v, scale, causal, r0, r1, block_k, s_buf, clocks, counts) -> np.ndarray:
+def profiled_rows(q, k1, v1, scale, causal, r0, r1, block_k, s_buf, clocks, counts) -> np.ndarray:
     """``flash._rows`` (no mask argument) with a clock around every stage; the same result."""
     c = time.perf_counter()
-    n_q, n_k, rows = q.shape[-2], k.shape[-2], r1 - r0
+    n_q, n_k, rows = q.shape[-2], k1.shape[-2], r1 - r0
+    d_k, d_v = q.shape[-1], v1.shape[-1] - 1
     offset = n_k - n_q
     lead = s_buf.shape[:-2]
-    q_blk = q[..., r0:r1, :] * q.dtype.type(scale)  # (..., rows, d_k)
+    q1 = np.empty((*lead, rows, d_k + 1), dtype=q.dtype)  # (..., rows, d_k + 1)
+    np.multiply(q[..., r0:r1, :], q.dtype.type(scale), out=q1[..., :d_k])
+    q1[..., d_k] = 0
     m = np.full((*lead, rows, 1), -np.inf, dtype=q.dtype)  # (..., rows, 1)
-    row_sum = np.zeros((*lead, rows, 1), dtype=q.dtype)  # (..., rows, 1)
-    o = np.zeros((*lead, rows, v.shape[-1]), dtype=q.dtype)  # (..., rows, d_v)
+    ol = np.zeros((*lead, rows, d_v + 1), dtype=q.dtype)  # (..., rows, d_v + 1)
+    every_row_has_max = False
     k_end = min(n_k, r1 + offset) if causal else n_k
     c = _clock(clocks, BLOCK_STAGES[0], c)
     for c0 in range(0, max(k_end, 0), block_k):
         c1 = min(c0 + block_k, n_k)
         counts["tiles"] += 1
         s = s_buf[..., :rows, : c1 - c0]  # (..., rows, cols)
-        np.matmul(q_blk, np.swapaxes(k[..., c0:c1, :], -1, -2), out=s)  # (..., rows, d_k) @ (..., d_k, cols)
-        counts["qk_flop"] += 2 * s.size * q.shape[-1]
-        c = _clock(clocks, "Q K^T (matmul)", c)
+        np.matmul(q1, np.swapaxes(k1[..., c0:c1, :], -1, -2), out=s)  # (..., rows, d_k + 1) @ (..., d_k + 1, cols)
+        counts["qk_flop"] += 2 * s.size * (d_k + 1)
+        c = _clock(clocks, "Q K^T - shift (matmul)", c)
         allowed = flash._tile_mask(None, causal, offset, r0, r1, c0, c1)  # (rows, cols) or None
         if allowed is not None:
             counts["masked tiles"] += 1
             np.copyto(s, -np.inf, where=~allowed)
         c = _clock(clocks, "causal mask", c)
-        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., rows, 1)
-        c = _clock(clocks, "row max", c)
+        v1_tile = v1[..., c0:c1, :]  # (..., cols, d_v + 1)
+        if every_row_has_max:
+            with np.errstate(over="ignore", invalid="ignore"):
+                p = np.exp(s, out=s)  # (..., rows, cols)
+                c = _clock(clocks, "stale max: exp", c)
+                part = p @ v1_tile  # (..., rows, d_v + 1)
+            counts["pv_stale_flop"] += 2 * s.size * (d_v + 1)
+            c = _clock(clocks, "stale max: P [V | 1] (matmul)", c)
+            ok = (part[..., d_v] <= flash.STALE_MAX_LIMIT).all()
+            if ok:
+                ol += part
+            c = _clock(clocks, "stale max: check, add to [o | l]", c)
+            if ok:
+                continue
+            counts["redone tiles"] += 1
+            s = flash._tile_scores(q1, k1, None, causal, offset, r0, r1, c0, c1, s_buf)
+            c = _clock(clocks, "redo: Q K^T - shift, mask again", c)
+        counts["full tiles"] += 1
+        shift_old = -q1[..., d_k:]  # (..., rows, 1)
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True) + shift_old)  # (..., rows, 1)
+        c = _clock(clocks, "full: row max", c)
         shift = np.where(np.isneginf(m_new), 0, m_new)  # (..., rows, 1)
-        c = _clock(clocks, "shift (max, where)", c)
-        s -= shift  # (..., rows, cols)
-        c = _clock(clocks, "subtract", c)
+        c = _clock(clocks, "full: shift (max, where)", c)
+        s -= shift - shift_old  # (..., rows, cols)
+        c = _clock(clocks, "full: subtract", c)
         p = np.exp(s, out=s)  # (..., rows, cols)
-        c = _clock(clocks, "exp", c)
-        alpha = np.exp(m - shift)  # (..., rows, 1)
-        c = _clock(clocks, "alpha = exp(m - shift)", c)
-        row_sum *= alpha
-        row_sum += p.sum(axis=-1, keepdims=True)  # (..., rows, 1)
-        c = _clock(clocks, "row sums", c)
-        o *= alpha  # (..., rows, d_v)
-        c = _clock(clocks, "rescale o", c)
-        pv = p @ v[..., c0:c1, :]  # (..., rows, cols) @ (..., cols, d_v) -> (..., rows, d_v)
-        counts["pv_flop"] += 2 * p.size * v.shape[-1]
-        c = _clock(clocks, "P V (matmul)", c)
-        o += pv
-        c = _clock(clocks, "add to o", c)
+        c = _clock(clocks, "full: exp", c)
+        ol *= np.exp(m - shift)  # (..., rows, d_v + 1)
+        c = _clock(clocks, "full: rescale [o | l]", c)
+        ol += p @ v1_tile  # (..., rows, cols) @ (..., cols, d_v + 1)
+        counts["pv_full_flop"] += 2 * s.size * (d_v + 1)
         m = m_new
+        q1[..., d_k:] = -shift
+        every_row_has_max = not np.isneginf(m).any()
+        c = _clock(clocks, "full: P [V | 1] (matmul)", c)
+    o, row_sum = ol[..., :d_v], ol[..., d_v:]
     out = o * np.divide(1, row_sum, out=np.zeros_like(row_sum), where=row_sum > 0)  # (..., rows, d_v)
     _clock(clocks, BLOCK_STAGES[1], c)
     return out
@@ -137,14 +163,16 @@ def profiled_flash(q, k, v, scale, *, causal, threads, clocks, counts,
     out = np.empty((*lead, n_q, d_v), dtype=q.dtype)  # (..., N_q, d_v)
     starts = list(range(0, n_q, block_q))
     n_workers = min(flash.blas_threads() if threads is None else threads, len(starts))
-    c = _clock(clocks, "blas_threads() + setup", c)
+    k1 = np.concatenate([k, np.ones_like(k[..., :1])], axis=-1)  # (..., N_k, d_k + 1)
+    v1 = np.concatenate([v, np.ones_like(v[..., :1])], axis=-1)  # (..., N_k, d_v + 1)
+    c = _clock(clocks, "blas_threads() + setup, [K | 1], [V | 1]", c)
     per_worker = [defaultdict(float) for _ in range(n_workers)]
 
     def work(i: int) -> None:
         s_buf = np.empty((*lead, min(block_q, n_q), min(block_k, k.shape[-2])), dtype=q.dtype)
         for r0 in starts[i::n_workers]:
             r1 = min(r0 + block_q, n_q)
-            out[..., r0:r1, :] = profiled_rows(q, k, v, scale, causal, r0, r1, block_k, s_buf,
+            out[..., r0:r1, :] = profiled_rows(q, k1, v1, scale, causal, r0, r1, block_k, s_buf,
                                                per_worker[i], counts)
 
     limit = flash._blas_controller().limit(limits=1, user_api="blas")  # as flash._flash does
@@ -191,6 +219,44 @@ def _rate_alone(a_shape, b_shape, threads: int = 1) -> float:
     return calls * flop / ms / 1e6
 
 
+def _torch_rate_alone(a_shape, b_shape, threads: int = 1) -> float:
+    """GFLOP/s of ``torch.matmul`` on these float32 shapes alone, ``threads`` threads: whether
+    numpy's BLAS is what holds a matmul stage back."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    a, b = (torch.from_numpy(rng.standard_normal(shape).astype(np.float32)) for shape in (a_shape, b_shape))
+    out = torch.matmul(a, b)
+    flop = 2 * a.numel() * b_shape[-1]
+    calls = max(1, int(2e8 // flop))
+    with _torch_threads(threads):
+        ms = _median_ms(lambda: [torch.matmul(a, b, out=out) for _ in range(calls)], reps=5)
+    return calls * flop / ms / 1e6
+
+
+def _torch_sdpa_ms(Qh, Kh, Vh, causal: bool, threads: int) -> float:
+    """``F.scaled_dot_product_attention`` on the same heads, ``threads`` threads: torch's attention
+    kernel alone, to set beside ``flash._flash`` alone."""
+    import torch
+    import torch.nn.functional as F
+
+    q, k, v = (torch.from_numpy(np.ascontiguousarray(a)) for a in (Qh, Kh, Vh))
+    with _torch_threads(threads), torch.inference_mode():
+        return _median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int):
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _loop_overhead_ms(n: int, tiles: int, threads: int) -> float:
     """The tile loop on 1 x 1 tiles (Python and numpy's per-call overhead, no arithmetic to speak
     of), scaled to ``tiles``, the real loop's count. Timed without a mask: a causal 1 x 1 loop
@@ -212,16 +278,11 @@ def exp_alone() -> dict:
     s -= s.max(axis=-1, keepdims=True)  # every entry <= 0, as after the subtract
     buf = np.empty_like(s)
     st, bt = torch.from_numpy(s), torch.from_numpy(buf)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with threadpool_limits(1, user_api="blas"):
-            t = interleaved({"np.exp (in place)": lambda: np.exp(np.copyto(buf, s) or buf, out=buf),
-                             "np.exp2 (in place)": lambda: np.exp2(np.copyto(buf, s) or buf, out=buf),
-                             "torch.exp (in place)": lambda: torch.exp(bt.copy_(st), out=bt),
-                             "copy alone": lambda: np.copyto(buf, s)}, budget_s=2.0, min_reps=20, max_reps=200)
-    finally:
-        torch.set_num_threads(before)
+    with _torch_threads(1), threadpool_limits(1, user_api="blas"):
+        t = interleaved({"np.exp (in place)": lambda: np.exp(np.copyto(buf, s) or buf, out=buf),
+                         "np.exp2 (in place)": lambda: np.exp2(np.copyto(buf, s) or buf, out=buf),
+                         "torch.exp (in place)": lambda: torch.exp(bt.copy_(st), out=bt),
+                         "copy alone": lambda: np.copyto(buf, s)}, budget_s=2.0, min_reps=20, max_reps=200)
     copy = t["copy alone"]["median"]
     return {name: (v["median"] - copy) * 1e3 for name, v in t.items() if name != "copy alone"}
 
@@ -253,18 +314,19 @@ def profile_one(n: int, causal: bool, threads_label: str, threads: int) -> dict:
     stage_ms = {name: float(np.median([r[0][name] for r in runs])) * 1e3 for name in names}
     counts = dict(runs[0][1])
     rows, cols = min(flash.BLOCK_Q, n), min(flash.BLOCK_K, n)
-    alone = {
-        "Q K^T (matmul)": _rate_alone((1, H, rows, d_k), (1, H, d_k, cols)),
-        "P V (matmul)": _rate_alone((1, H, rows, cols), (1, H, cols, d_k)),
-        "projection (N, d_model) @ (d_model, d_model)": _rate_alone((n, D_MODEL), (D_MODEL, D_MODEL), threads),
-    }
-    achieved = {
-        "Q K^T (matmul)": counts["qk_flop"] / stage_ms["Q K^T (matmul)"] / 1e6,
-        "P V (matmul)": counts["pv_flop"] / stage_ms["P V (matmul)"] / 1e6,
-        "projection (N, d_model) @ (d_model, d_model)": 3 * 2 * n * D_MODEL**2 / projections / 1e6,
-    }
+    qk_shapes, pv_shapes = ((1, H, rows, d_k + 1), (1, H, d_k + 1, cols)), ((1, H, rows, cols), (1, H, cols, d_k + 1))
+    proj_shapes = ((n, D_MODEL), (D_MODEL, D_MODEL))
+    alone = {**dict.fromkeys(("Q K^T - shift (matmul)",), _rate_alone(*qk_shapes)),
+             **dict.fromkeys(("stale max: P [V | 1] (matmul)", "full: P [V | 1] (matmul)"), _rate_alone(*pv_shapes)),
+             "projection (N, d_model) @ (d_model, d_model)": _rate_alone(*proj_shapes, threads)}
+    torch_alone = {"Q K^T - shift (matmul)": _torch_rate_alone(*qk_shapes),
+                   "stale max: P [V | 1] (matmul)": _torch_rate_alone(*pv_shapes),
+                   "full: P [V | 1] (matmul)": _torch_rate_alone(*pv_shapes),
+                   "projection (N, d_model) @ (d_model, d_model)": _torch_rate_alone(*proj_shapes, threads)}
+    achieved = {name: counts[flop] / stage_ms[name] / 1e6 for name, flop in MATMULS.items() if counts.get(flop)}
+    achieved["projection (N, d_model) @ (d_model, d_model)"] = 3 * 2 * n * D_MODEL**2 / projections / 1e6
     overheads = {
-        "blas_threads() + setup": stage_ms.pop("blas_threads() + setup"),
+        "blas_threads() + setup, [K | 1], [V | 1]": stage_ms.pop("blas_threads() + setup, [K | 1], [V | 1]"),
         "threadpool_limits (enter + exit)": stage_ms.pop("threadpool_limits (enter + exit)"),
         "worker pool (start + join)": stage_ms.pop("worker pool (start + join)", 0.0),
         "tile loop on 1 x 1 tiles (Python + numpy call overhead)": _loop_overhead_ms(n, counts["tiles"], threads),
@@ -273,9 +335,11 @@ def profile_one(n: int, causal: bool, threads_label: str, threads: int) -> dict:
     return {
         "N": n, "causal": causal, "threads": threads_label, "workers": counts["workers"],
         "tiles": counts["tiles"], "masked_tiles": counts.get("masked tiles", 0),
+        "full_tiles": counts.get("full tiles", 0), "redone_tiles": counts.get("redone tiles", 0),
+        "torch_sdpa_ms": _torch_sdpa_ms(Qh, Kh, Vh, causal, threads),
         "whole_layer_ms": whole, "layer_path": path, "attention_ms": attention, "projections_ms": projections, "w_o_ms": w_o,
         "profiled_wall_ms": profiled_wall, "stages_ms": stage_ms, "overheads_ms": overheads,
-        "gflops_achieved": achieved, "gflops_alone": alone,
+        "gflops_achieved": achieved, "gflops_alone": alone, "gflops_torch_alone": torch_alone,
     }
 
 
@@ -297,9 +361,8 @@ def run(quick: bool = False, log=print) -> dict:
                     r = profile_one(n, causal, label, threads)
                     out["rows"].append(r)
                     log(f"  {label} threads, N={n}, causal={causal}: layer {r['whole_layer_ms']:.1f} ms, "
-                        f"attention {r['attention_ms']:.1f} ms, exp {r['stages_ms']['exp']:.1f} ms, "
-                        f"Q K^T {r['gflops_achieved']['Q K^T (matmul)']:.0f} of "
-                        f"{r['gflops_alone']['Q K^T (matmul)']:.0f} GFLOP/s", flush=True)
+                        f"attention {r['attention_ms']:.1f} ms, exp {r['stages_ms'].get('stale max: exp', 0):.1f} ms, "
+                        f"torch SDPA {r['torch_sdpa_ms']:.1f} ms, full / redone tiles {r['full_tiles']} / {r['redone_tiles']}", flush=True)
     finally:
         set_numpy_threads(default)
     out["loadavg_end"] = os.getloadavg()[0]
@@ -331,8 +394,8 @@ def markdown(res: dict) -> str:
                   f"{rs[0]['workers']} worker{'s' if rs[0]['workers'] > 1 else ''} at N={rs[0]['N']:,})", "",
                   "| stage | passes over the tile | " + " | ".join(_cfg(r) for r in rs) + " |",
                   "|---|---|" + "---|" * len(rs)]
-        lines.append("| tiles (of them with a causal mask) | | "
-                     + " | ".join(f"{r['tiles']} ({r['masked_tiles']})" for r in rs) + " |")
+        lines.append("| tiles (with a causal mask / the full way / redone) | | " + " | ".join(
+            f"{r['tiles']} ({r['masked_tiles']} / {r['full_tiles']} / {r['redone_tiles']})" for r in rs) + " |")
         stage_names = [BLOCK_STAGES[0], *TILE_STAGES, BLOCK_STAGES[1]]
         for name in stage_names:
             passes = TILE_STAGES.get(name, "")
@@ -345,19 +408,24 @@ def markdown(res: dict) -> str:
                      + " | ".join(f"{r['profiled_wall_ms']:,.1f} ms" for r in rs) + " |")
         lines.append("| attention alone (`flash._flash`, not profiled) | | "
                      + " | ".join(f"{r['attention_ms']:,.1f} ms" for r in rs) + " |")
+        lines.append("| torch's attention alone (`F.scaled_dot_product_attention`, same heads and threads) | | "
+                     + " | ".join(f"{r['torch_sdpa_ms']:,.1f} ms" for r in rs) + " |")
         for name in next(iter(rs))["overheads_ms"]:
             lines.append(f"| overhead: {name} | | " + " | ".join(f"{r['overheads_ms'][name]:,.2f} ms" for r in rs) + " |")
         lines.append("| Q, K, V projections (3 matmuls) | | " + " | ".join(f"{r['projections_ms']:,.1f} ms" for r in rs) + " |")
         lines.append("| merge heads + W_O | | " + " | ".join(f"{r['w_o_ms']:,.1f} ms" for r in rs) + " |")
         lines.append("| **whole layer** (`multi_head_attention`, on the path it picks) | | "
                      + " | ".join(f"**{r['whole_layer_ms']:,.1f} ms** ({r['layer_path']})" for r in rs) + " |")
-        lines += ["", "Achieved rate of each matmul against the same shape alone (GFLOP/s; the tile matmuls "
-                  "alone with one BLAS thread, as each worker runs them; the projections at this setting's threads):", "",
+        lines += ["", "Achieved rate of each matmul against the same shape alone (GFLOP/s: achieved, of numpy's "
+                  "rate alone (share), torch's rate alone; the tile matmuls alone with one thread, as each worker "
+                  "runs them; the projections at this setting's threads):", "",
                   "| matmul | " + " | ".join(_cfg(r) for r in rs) + " |", "|---|" + "---|" * len(rs)]
         for name in rs[0]["gflops_alone"]:
             lines.append(f"| {name} | " + " | ".join(
-                f"{r['gflops_achieved'][name]:.0f} of {r['gflops_alone'][name]:.0f} "
-                f"({r['gflops_achieved'][name] / r['gflops_alone'][name]:.0%})" for r in rs) + " |")
+                (f"{r['gflops_achieved'][name]:.0f} of {r['gflops_alone'][name]:.0f} "
+                 f"({r['gflops_achieved'][name] / r['gflops_alone'][name]:.0%}), torch "
+                 f"{r['gflops_torch_alone'][name]:.0f}") if name in r["gflops_achieved"] else "not run"
+                for r in rs) + " |")
         lines.append("")
     lines += [f"One tile's exponentials alone, ({H}, {res['block_q']}, {res['block_k']}) float32 scores <= 0, one "
               "thread each, interleaved (the time of copying the tile in first subtracted):", "",

@@ -179,8 +179,18 @@ def test_profiled_flash_runs_the_tile_loop_of_flash():
         # 37 rows: 3 query blocks of 16, 16, 5; 37 keys: 5 tiles of 8; causal skips those after the block's rows
         want = sum(-(-min(r0 + 16, shape[2]) // 8) if causal else -(-shape[2] // 8) for r0 in range(0, shape[2], 16))
         assert counts["tiles"] == want and counts["workers"] == 2
-        assert set(profile_tiled.TILE_STAGES) <= set(clocks) and all(t >= 0 for t in clocks.values())
-        assert counts["qk_flop"] == counts["pv_flop"] > 0
+        ran = set(profile_tiled.TILE_STAGES) - {"redo: Q K^T - shift, mask again"}
+        assert ran <= set(clocks) and all(t >= 0 for t in clocks.values())
+        # a row's first tile goes the full way, every later one is tried against the stale max and kept
+        assert counts["full tiles"] == len(range(0, shape[2], 16)) and counts["redone tiles"] == 0
+        assert counts["qk_flop"] == counts["pv_stale_flop"] + counts["pv_full_flop"] > 0  # d_k = d_v
+    k[..., 24:, :] *= 40  # keys 24-36 score far above the first tiles' max: their tiles are redone
+    clocks, counts = defaultdict(float), defaultdict(int)
+    got = profile_tiled.profiled_flash(q, k, v, 0.3, causal=False, threads=1, clocks=clocks, counts=counts,
+                                       block_q=16, block_k=8)
+    np.testing.assert_allclose(got, flash._flash(q, k, v, None, 0.3, causal=False, block_q=16, block_k=8),
+                               rtol=1e-6, atol=1e-7)
+    assert counts["redone tiles"] > 0 and "redo: Q K^T - shift, mask again" in clocks
 
 
 def test_forced_path_runs_the_path_it_names(monkeypatch):
@@ -265,16 +275,21 @@ def test_profile_markdown_shows_every_stage_rate_and_overhead():
 
     stages = dict.fromkeys([*profile_tiled.BLOCK_STAGES, *profile_tiled.TILE_STAGES], 1.0)
     row = {"N": 512, "causal": True, "threads": "1", "workers": 1, "tiles": 6, "masked_tiles": 4,
+           "full_tiles": 3, "redone_tiles": 1, "torch_sdpa_ms": 12.5,
            "whole_layer_ms": 30.0, "layer_path": "formula", "attention_ms": 20.0, "projections_ms": 5.0,
-           "w_o_ms": 2.0, "profiled_wall_ms": 14.0, "stages_ms": {**stages, "exp": 4.0},
+           "w_o_ms": 2.0, "profiled_wall_ms": 14.0, "stages_ms": {**stages, "full: exp": 4.0},
            "overheads_ms": {"threadpool_limits (enter + exit)": 0.03},
-           "gflops_achieved": {"Q K^T (matmul)": 45.0}, "gflops_alone": {"Q K^T (matmul)": 90.0}}
+           "gflops_achieved": {"Q K^T - shift (matmul)": 45.0},
+           "gflops_alone": {"Q K^T - shift (matmul)": 90.0, "full: P [V | 1] (matmul)": 80.0},
+           "gflops_torch_alone": {"Q K^T - shift (matmul)": 85.0, "full: P [V | 1] (matmul)": 81.0}}
     res = {"started_utc": "now", "wall_s": 1.0, "loadavg_start": 0.5, "loadavg_end": 0.6, "block_q": 128,
            "block_k": 256, "default_threads": 2, "rows": [row], "exp_alone_ms": {"np.exp (in place)": 0.5}}
     md = profile_tiled.markdown(res)
     for name in stages:
         assert f"| {name} |" in md
-    assert "| exp | 1 | 4.0 ms (25%) |" in md  # 4 of the 16 thread-ms
-    assert "| tiles (of them with a causal mask) | | 6 (4) |" in md
-    assert "45 of 90 (50%)" in md and "0.03 ms" in md and "**30.0 ms** (formula)" in md
+    assert f"| full: exp | 1 | 4.0 ms ({4 / (len(stages) + 3):.0%}) |" in md  # 4 of the thread-ms
+    assert "| tiles (with a causal mask / the full way / redone) | | 6 (4 / 3 / 1) |" in md
+    assert "| Q K^T - shift (matmul) | 45 of 90 (50%), torch 85 |" in md
+    assert "| full: P [V | 1] (matmul) | not run |" in md  # no FLOP counted: no rate to show
+    assert "12.5 ms" in md and "0.03 ms" in md and "**30.0 ms** (formula)" in md
     assert "| ms per tile | 0.500 |" in md

@@ -102,11 +102,41 @@ def test_a_growing_max_rescales_the_partial_sums():
     # one query, keys in increasing order of score: every tile raises the max, so every tile
     # rescales what came before; the result must still be the softmax-weighted average
     q = np.ones((1, 1))
-    k = np.arange(12, dtype=np.float64)[:, None] * 3.0  # scores 0, 3, ..., 33
+    k = np.arange(12, dtype=np.float64)[:, None] * 12.0  # scores 0, 12, ..., 132: each outgrows the last
     v = np.arange(12, dtype=np.float64)[:, None]
     out = flash_attention(q, k, v, scale=1.0, block_k=1)
     w = np.exp(k[:, 0] - k[:, 0].max())
     np.testing.assert_allclose(out[0, 0], (w / w.sum()) @ v[:, 0], rtol=1e-14)
+
+
+def test_a_stale_max_is_kept_until_a_score_outgrows_it(monkeypatch):
+    # scores 0, 3, ..., 33, a key per tile: a tile is added against the max as it stands while
+    # exp(score - m) <= 2^16 (score - m <= 11.09), and redone (its scores computed twice) past that
+    scored = []
+    real = flash._tile_scores
+    monkeypatch.setattr(flash, "_tile_scores", lambda *a: scored.append(a[7]) or real(*a))  # a[7]: c0
+    q = np.ones((1, 1))
+    k = np.arange(12, dtype=np.float64)[:, None] * 3.0  # (N_k, 1)
+    v = np.arange(12, dtype=np.float64)[:, None]
+    out = flash_attention(q, k, v, scale=1.0, block_k=1)
+    w = np.exp(k[:, 0] - k[:, 0].max())
+    np.testing.assert_allclose(out[0, 0], (w / w.sum()) @ v[:, 0], rtol=1e-14)
+    # m = 0 after key 0; 12 - 0 > 11.09: redo, m = 12; 24 - 12 > 11.09: redo, m = 24; 33 - 24 is kept
+    assert math.log(flash.STALE_MAX_LIMIT) < 12
+    assert sorted(scored) == sorted([*range(12), 4, 8])
+
+
+def test_a_nan_spoils_only_its_own_row():
+    # a NaN score fails the stale-max check (NaN <= limit is False): its tile goes the full way,
+    # and only the query row holding the NaN comes out NaN, as in the formula
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((2, 40, 8)).astype(np.float32) for _ in range(3))
+    q[1, 7, 3] = np.nan
+    out = flash_attention(q, k, v, block_q=16, block_k=8)
+    ref = one_shot(q, k, v)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
+    assert np.isnan(out[1, 7]).all() and np.isnan(out).sum() == 8
+    np.testing.assert_allclose(out, ref, **tol(np.float32))
 
 
 def test_causal_skips_the_tiles_above_the_diagonal(monkeypatch):
@@ -241,6 +271,32 @@ def test_fused_layer_chooses_the_path_by_size(monkeypatch):
     multi_head_attention(x, p, 2, causal=True, return_weights=True)  # the weights need the whole tensor
     multi_head_attention(x, p, 2, causal=True, tracer=Tracer())  # the tracer records the textbook steps
     assert paths == ["blocked", "formula"]
+
+
+def test_only_the_tiled_layer_shares_its_projections_among_the_workers(monkeypatch):
+    shared = []
+    real = mha.shared_matmul
+    monkeypatch.setattr(mha, "shared_matmul", lambda x, w: shared.append(w.shape) or real(x, w))
+    limit = mha.FORMULA_MAX_SCORE_BYTES * mha.CAUSAL_SWITCH_FRACTION
+    big = math.isqrt(int(limit // 8)) + 1  # h=2, float32: the first causal length on the tiled path
+    x, p = _layer(big)
+    multi_head_attention(x, p, 2, causal=True)  # tiled: W_Q, W_K, W_V and W_O on the workers
+    assert shared == [p["W_Q"].shape, p["W_K"].shape, p["W_V"].shape, p["W_O"].shape]
+    shared.clear()
+    multi_head_attention(x, p, 2, causal=True, return_weights=True)  # blocked: numpy's own BLAS threads
+    multi_head_attention(*_layer(16), 2)  # formula
+    assert shared == []
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 37])
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_shared_matmul_equals_the_matmul(rows, threads):
+    rng = np.random.default_rng(rows)
+    for dtype in (np.float32, np.float64):
+        x, w = rng.standard_normal((rows, 6)).astype(dtype), rng.standard_normal((6, 4)).astype(dtype)
+        y = flash.shared_matmul(x, w, threads=threads)
+        assert y.shape == (rows, 4) and y.dtype == dtype
+        np.testing.assert_allclose(y, x @ w, **tol(dtype))
 
 
 def test_fused_layer_tiled_and_one_shot_agree_at_a_long_length():

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .attention import _attend, scaled_dot_product_attention
-from .flash import _blocked, _flash
+from .flash import _blocked, _flash, shared_matmul
 from .heads import head_columns, merge_heads, split_heads
 from .layer_args import WEIGHTS_HINT, LayerArgs, check_layer_args, check_layer_output
 from .rope import apply_rope
@@ -105,7 +105,8 @@ def layer_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
     heads, weights = heads_forward(a, t, keep_weights=keep_weights, saved=saved)  # (..., h, N_q, d_v)
     t.record("heads back: transpose", np.swapaxes(heads, -3, -2))  # (..., N_q, h, d_v), noted for the ledger only
     concat = t.record("concat: reshape", merge_heads(heads))  # (..., N_q, h*d_v): merge_heads transposes and reshapes
-    out = _project(t, "out = concat @ W_O", concat, a.params["W_O"], a.params.get("b_O"))  # (..., N_q, d_model)
+    tiled = weights is None  # the tiled path ran (it keeps no weights): its workers do W_O too
+    out = _project(t, "out = concat @ W_O", concat, a.params["W_O"], a.params.get("b_O"), shared=tiled)  # (..., N_q, d_model)
     if saved is not None:
         saved["concat"] = concat
     check_layer_output(out, a)
@@ -118,10 +119,12 @@ def heads_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
     ``saved``, a dict, receives what the backward pass (``backward.py``) needs: ``att`` (the
     attention's ``q, k, v, weights, scale`` in the shapes it ran on) and ``heads``."""
     p = a.params
+    path = attention_path(a, keep_weights=keep_weights or saved is not None, traced=t is not NO_TRACER)
+    tiled = path == "tiled"  # its worker threads do the projections too (flash.shared_matmul)
     t.record("X", a.x)  # (..., N_q, d_model)
-    Q = _project(t, "Q = X @ W_Q", a.x, p["W_Q"], p.get("b_Q"))  # (..., N_q, h*d_k)
-    K = _project(t, "K = X @ W_K", a.x_kv, p["W_K"], p.get("b_K"))  # (..., N_k, n_kv*d_k)
-    V = _project(t, "V = X @ W_V", a.x_kv, p["W_V"], p.get("b_V"))  # (..., N_k, n_kv*d_v)
+    Q = _project(t, "Q = X @ W_Q", a.x, p["W_Q"], p.get("b_Q"), shared=tiled)  # (..., N_q, h*d_k)
+    K = _project(t, "K = X @ W_K", a.x_kv, p["W_K"], p.get("b_K"), shared=tiled)  # (..., N_k, n_kv*d_k)
+    V = _project(t, "V = X @ W_V", a.x_kv, p["W_V"], p.get("b_V"), shared=tiled)  # (..., N_k, n_kv*d_v)
     t.record("Q as heads: reshape", Q.reshape(*Q.shape[:-1], a.h, a.d_k))  # (..., N_q, h, d_k), for the ledger only
     Qh = t.record("Q heads: transpose", split_heads(Q, a.h))  # (..., h, N_q, d_k): split_heads reshapes and transposes
     Kh = t.record("K heads", split_heads(K, a.n_kv))  # (..., n_kv, N_k, d_k)
@@ -129,7 +132,6 @@ def heads_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
     if a.rope_base is not None:  # RoPE: turn each query and key by its position, before the scores
         Qh = t.record("Q rotated: RoPE", apply_rope(Qh, base=a.rope_base))  # (..., h, N_q, d_k)
         Kh = t.record("K rotated: RoPE", apply_rope(Kh, base=a.rope_base))  # (..., n_kv, N_k, d_k)
-    path = attention_path(a, keep_weights=keep_weights or saved is not None, traced=t is not NO_TRACER)
     heads, weights = _grouped_attention(a, Qh, Kh, Vh, path, t, saved)  # (..., h, N_q, d_v), (..., h, N_q, N_k)
     if a.head_mask is not None:
         heads = heads * a.head_mask[:, None, None]  # (..., h, N_q, d_v), pruned heads -> 0
@@ -179,10 +181,15 @@ def _grouped_attention(a: LayerArgs, Qh, Kh, Vh, path: str, t, saved):
     return heads, weights
 
 
-def _project(t, name: str, x: np.ndarray, W: np.ndarray, b) -> np.ndarray:
-    """``x @ W (+ b)`` on the flattened tokens: (..., N, d_in) -> (..., N, d_out)."""
+def _project(t, name: str, x: np.ndarray, W: np.ndarray, b, *, shared: bool = False) -> np.ndarray:
+    """``x @ W (+ b)`` on the flattened tokens: (..., N, d_in) -> (..., N, d_out). ``shared``:
+    the rows shared by the tiled path's worker threads (``flash.shared_matmul``, never traced)."""
     lead = x.shape[:-1]
-    y = t.matmul(name, x.reshape(-1, x.shape[-1]), W, shape=(*lead, W.shape[1]))  # (B*N, d_in) @ (d_in, d_out) -> (B*N, d_out)
+    x2 = x.reshape(-1, x.shape[-1])  # (B*N, d_in)
+    if shared:
+        y = shared_matmul(x2, W)  # (B*N, d_in) @ (d_in, d_out) -> (B*N, d_out)
+    else:
+        y = t.matmul(name, x2, W, shape=(*lead, W.shape[1]))  # (B*N, d_in) @ (d_in, d_out) -> (B*N, d_out)
     if b is not None:
         y += b
     return y.reshape(*lead, W.shape[1])  # (..., N, d_out)
