@@ -53,28 +53,33 @@ RESULTS_MD = BENCH_DIR / "RESULTS_long_context.md"
 RESULTS_JSON = BENCH_DIR / "results_profile_tiled.json"
 
 # The stages of one tile, in the order flash._rows runs them, with the passes each makes over the
-# whole (h, rows, cols) tile of scores (reads and writes of the tile itself, not of m or [o | l]).
+# whole (h, rows, cols) tile of scores (reads and writes of the tile itself, not of m, l or o).
 # A tile is first tried against the running max as it stands ("stale max"); a row's first tile,
 # and a tile where some score outgrew the max (redone), go the full way.
 TILE_STAGES = {
-    "Q K^T - shift (matmul)": 1,  # writes the tile
+    "Q K^T (matmul)": 1,  # writes the tile
     "causal mask": 1,  # diagonal tiles only: builds the tile's triangle, writes -inf above it
+    "stale max: subtract": 1,  # reads and writes the tile
     "stale max: exp": 1,  # reads and writes the tile
-    "stale max: P [V | 1] (matmul)": 1,  # reads the tile; the last column is the row sums
-    "stale max: check, add to [o | l]": 0,  # (h, rows, d_v + 1)
-    "redo: Q K^T - shift, mask again": 1,  # a tried tile that failed the check
+    "stale max: row sums, check": 1,  # reads the tile
+    "stale max: P V (matmul)": 1,  # reads the tile
+    "stale max: add to l, o": 0,  # (h, rows, 1) and (h, rows, d_v)
+    "redo: Q K^T, mask again": 1,  # a tried tile that failed the check
     "full: row max": 1,  # reads the tile
     "full: shift (max, where)": 0,  # (h, rows, 1)
     "full: subtract": 1,  # reads and writes the tile
     "full: exp": 1,  # reads and writes the tile
-    "full: rescale [o | l]": 0,  # (h, rows, d_v + 1)
-    "full: P [V | 1] (matmul)": 1,  # reads the tile
+    "full: alpha = exp(m - shift)": 0,  # (h, rows, 1)
+    "full: row sums": 1,  # reads the tile
+    "full: rescale o": 0,  # (h, rows, d_v)
+    "full: P V (matmul)": 1,  # reads the tile
+    "full: add to o": 0,  # (h, rows, d_v)
 }
-BLOCK_STAGES = ("scale Q block, init m, [o | l]", "normalise o / l")
+BLOCK_STAGES = ("scale Q block, init m, l, o", "normalise o / l")
 MATMULS = {  # a matmul stage -> the counter of its FLOP
-    "Q K^T - shift (matmul)": "qk_flop",
-    "stale max: P [V | 1] (matmul)": "pv_stale_flop",
-    "full: P [V | 1] (matmul)": "pv_full_flop",
+    "Q K^T (matmul)": "qk_flop",
+    "stale max: P V (matmul)": "pv_stale_flop",
+    "full: P V (matmul)": "pv_full_flop",
 }
 
 
@@ -85,18 +90,16 @@ def _clock(clocks: dict, name: str, t0: float) -> float:
     return now
 
 
-def profiled_rows(q, k1, v1, scale, causal, r0, r1, block_k, s_buf, clocks, counts) -> np.ndarray:
+def profiled_rows(q, k, v, scale, causal, r0, r1, block_k, s_buf, clocks, counts) -> np.ndarray:
     """``flash._rows`` (no mask argument) with a clock around every stage; the same result."""
     c = time.perf_counter()
-    n_q, n_k, rows = q.shape[-2], k1.shape[-2], r1 - r0
-    d_k, d_v = q.shape[-1], v1.shape[-1] - 1
+    n_q, n_k, rows = q.shape[-2], k.shape[-2], r1 - r0
     offset = n_k - n_q
     lead = s_buf.shape[:-2]
-    q1 = np.empty((*lead, rows, d_k + 1), dtype=q.dtype)  # (..., rows, d_k + 1)
-    np.multiply(q[..., r0:r1, :], q.dtype.type(scale), out=q1[..., :d_k])
-    q1[..., d_k] = 0
+    q_blk = q[..., r0:r1, :] * q.dtype.type(scale)  # (..., rows, d_k)
     m = np.full((*lead, rows, 1), -np.inf, dtype=q.dtype)  # (..., rows, 1)
-    ol = np.zeros((*lead, rows, d_v + 1), dtype=q.dtype)  # (..., rows, d_v + 1)
+    row_sum = np.zeros((*lead, rows, 1), dtype=q.dtype)  # (..., rows, 1)
+    o = np.zeros((*lead, rows, v.shape[-1]), dtype=q.dtype)  # (..., rows, d_v)
     every_row_has_max = False
     k_end = min(n_k, r1 + offset) if causal else n_k
     c = _clock(clocks, BLOCK_STAGES[0], c)
@@ -104,50 +107,57 @@ def profiled_rows(q, k1, v1, scale, causal, r0, r1, block_k, s_buf, clocks, coun
         c1 = min(c0 + block_k, n_k)
         counts["tiles"] += 1
         s = s_buf[..., :rows, : c1 - c0]  # (..., rows, cols)
-        np.matmul(q1, np.swapaxes(k1[..., c0:c1, :], -1, -2), out=s)  # (..., rows, d_k + 1) @ (..., d_k + 1, cols)
-        counts["qk_flop"] += 2 * s.size * (d_k + 1)
-        c = _clock(clocks, "Q K^T - shift (matmul)", c)
+        np.matmul(q_blk, np.swapaxes(k[..., c0:c1, :], -1, -2), out=s)  # (..., rows, d_k) @ (..., d_k, cols)
+        counts["qk_flop"] += 2 * s.size * q.shape[-1]
+        c = _clock(clocks, "Q K^T (matmul)", c)
         allowed = flash._tile_mask(None, causal, offset, r0, r1, c0, c1)  # (rows, cols) or None
         if allowed is not None:
             counts["masked tiles"] += 1
             np.copyto(s, -np.inf, where=~allowed)
         c = _clock(clocks, "causal mask", c)
-        v1_tile = v1[..., c0:c1, :]  # (..., cols, d_v + 1)
         if every_row_has_max:
             with np.errstate(over="ignore", invalid="ignore"):
+                s -= m  # (..., rows, cols)
+                c = _clock(clocks, "stale max: subtract", c)
                 p = np.exp(s, out=s)  # (..., rows, cols)
                 c = _clock(clocks, "stale max: exp", c)
-                part = p @ v1_tile  # (..., rows, d_v + 1)
-            counts["pv_stale_flop"] += 2 * s.size * (d_v + 1)
-            c = _clock(clocks, "stale max: P [V | 1] (matmul)", c)
-            ok = (part[..., d_v] <= flash.STALE_MAX_LIMIT).all()
+                tile_sum = p.sum(axis=-1, keepdims=True)  # (..., rows, 1)
+            ok = (tile_sum <= flash.STALE_MAX_LIMIT).all()
+            c = _clock(clocks, "stale max: row sums, check", c)
             if ok:
-                ol += part
-            c = _clock(clocks, "stale max: check, add to [o | l]", c)
-            if ok:
+                pv = p @ v[..., c0:c1, :]  # (..., rows, cols) @ (..., cols, d_v)
+                counts["pv_stale_flop"] += 2 * p.size * v.shape[-1]
+                c = _clock(clocks, "stale max: P V (matmul)", c)
+                row_sum += tile_sum
+                o += pv
+                c = _clock(clocks, "stale max: add to l, o", c)
                 continue
             counts["redone tiles"] += 1
-            s = flash._tile_scores(q1, k1, None, causal, offset, r0, r1, c0, c1, s_buf)
-            c = _clock(clocks, "redo: Q K^T - shift, mask again", c)
+            s = flash._tile_scores(q_blk, k, None, causal, offset, r0, r1, c0, c1, s_buf)
+            c = _clock(clocks, "redo: Q K^T, mask again", c)
         counts["full tiles"] += 1
-        shift_old = -q1[..., d_k:]  # (..., rows, 1)
-        m_new = np.maximum(m, s.max(axis=-1, keepdims=True) + shift_old)  # (..., rows, 1)
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., rows, 1)
         c = _clock(clocks, "full: row max", c)
         shift = np.where(np.isneginf(m_new), 0, m_new)  # (..., rows, 1)
         c = _clock(clocks, "full: shift (max, where)", c)
-        s -= shift - shift_old  # (..., rows, cols)
+        s -= shift  # (..., rows, cols)
         c = _clock(clocks, "full: subtract", c)
         p = np.exp(s, out=s)  # (..., rows, cols)
         c = _clock(clocks, "full: exp", c)
-        ol *= np.exp(m - shift)  # (..., rows, d_v + 1)
-        c = _clock(clocks, "full: rescale [o | l]", c)
-        ol += p @ v1_tile  # (..., rows, cols) @ (..., cols, d_v + 1)
-        counts["pv_full_flop"] += 2 * s.size * (d_v + 1)
+        alpha = np.exp(m - shift)  # (..., rows, 1)
+        c = _clock(clocks, "full: alpha = exp(m - shift)", c)
+        row_sum *= alpha
+        row_sum += p.sum(axis=-1, keepdims=True)  # (..., rows, 1)
+        c = _clock(clocks, "full: row sums", c)
+        o *= alpha  # (..., rows, d_v)
+        c = _clock(clocks, "full: rescale o", c)
+        pv = p @ v[..., c0:c1, :]  # (..., rows, cols) @ (..., cols, d_v) -> (..., rows, d_v)
+        counts["pv_full_flop"] += 2 * p.size * v.shape[-1]
+        c = _clock(clocks, "full: P V (matmul)", c)
+        o += pv
         m = m_new
-        q1[..., d_k:] = -shift
         every_row_has_max = not np.isneginf(m).any()
-        c = _clock(clocks, "full: P [V | 1] (matmul)", c)
-    o, row_sum = ol[..., :d_v], ol[..., d_v:]
+        c = _clock(clocks, "full: add to o", c)
     out = o * np.divide(1, row_sum, out=np.zeros_like(row_sum), where=row_sum > 0)  # (..., rows, d_v)
     _clock(clocks, BLOCK_STAGES[1], c)
     return out
@@ -163,16 +173,14 @@ def profiled_flash(q, k, v, scale, *, causal, threads, clocks, counts,
     out = np.empty((*lead, n_q, d_v), dtype=q.dtype)  # (..., N_q, d_v)
     starts = list(range(0, n_q, block_q))
     n_workers = min(flash.blas_threads() if threads is None else threads, len(starts))
-    k1 = np.concatenate([k, np.ones_like(k[..., :1])], axis=-1)  # (..., N_k, d_k + 1)
-    v1 = np.concatenate([v, np.ones_like(v[..., :1])], axis=-1)  # (..., N_k, d_v + 1)
-    c = _clock(clocks, "blas_threads() + setup, [K | 1], [V | 1]", c)
+    c = _clock(clocks, "blas_threads() + setup", c)
     per_worker = [defaultdict(float) for _ in range(n_workers)]
 
     def work(i: int) -> None:
         s_buf = np.empty((*lead, min(block_q, n_q), min(block_k, k.shape[-2])), dtype=q.dtype)
         for r0 in starts[i::n_workers]:
             r1 = min(r0 + block_q, n_q)
-            out[..., r0:r1, :] = profiled_rows(q, k1, v1, scale, causal, r0, r1, block_k, s_buf,
+            out[..., r0:r1, :] = profiled_rows(q, k, v, scale, causal, r0, r1, block_k, s_buf,
                                                per_worker[i], counts)
 
     limit = flash._blas_controller().limit(limits=1, user_api="blas")  # as flash._flash does
@@ -314,19 +322,17 @@ def profile_one(n: int, causal: bool, threads_label: str, threads: int) -> dict:
     stage_ms = {name: float(np.median([r[0][name] for r in runs])) * 1e3 for name in names}
     counts = dict(runs[0][1])
     rows, cols = min(flash.BLOCK_Q, n), min(flash.BLOCK_K, n)
-    qk_shapes, pv_shapes = ((1, H, rows, d_k + 1), (1, H, d_k + 1, cols)), ((1, H, rows, cols), (1, H, cols, d_k + 1))
+    qk_shapes, pv_shapes = ((1, H, rows, d_k), (1, H, d_k, cols)), ((1, H, rows, cols), (1, H, cols, d_k))
     proj_shapes = ((n, D_MODEL), (D_MODEL, D_MODEL))
-    alone = {**dict.fromkeys(("Q K^T - shift (matmul)",), _rate_alone(*qk_shapes)),
-             **dict.fromkeys(("stale max: P [V | 1] (matmul)", "full: P [V | 1] (matmul)"), _rate_alone(*pv_shapes)),
-             "projection (N, d_model) @ (d_model, d_model)": _rate_alone(*proj_shapes, threads)}
-    torch_alone = {"Q K^T - shift (matmul)": _torch_rate_alone(*qk_shapes),
-                   "stale max: P [V | 1] (matmul)": _torch_rate_alone(*pv_shapes),
-                   "full: P [V | 1] (matmul)": _torch_rate_alone(*pv_shapes),
-                   "projection (N, d_model) @ (d_model, d_model)": _torch_rate_alone(*proj_shapes, threads)}
+    shapes = {"Q K^T (matmul)": qk_shapes, "stale max: P V (matmul)": pv_shapes, "full: P V (matmul)": pv_shapes}
+    alone = {name: _rate_alone(*shape) for name, shape in shapes.items()}
+    torch_alone = {name: _torch_rate_alone(*shape) for name, shape in shapes.items()}
+    alone["projection (N, d_model) @ (d_model, d_model)"] = _rate_alone(*proj_shapes, threads)
+    torch_alone["projection (N, d_model) @ (d_model, d_model)"] = _torch_rate_alone(*proj_shapes, threads)
     achieved = {name: counts[flop] / stage_ms[name] / 1e6 for name, flop in MATMULS.items() if counts.get(flop)}
     achieved["projection (N, d_model) @ (d_model, d_model)"] = 3 * 2 * n * D_MODEL**2 / projections / 1e6
     overheads = {
-        "blas_threads() + setup, [K | 1], [V | 1]": stage_ms.pop("blas_threads() + setup, [K | 1], [V | 1]"),
+        "blas_threads() + setup": stage_ms.pop("blas_threads() + setup"),
         "threadpool_limits (enter + exit)": stage_ms.pop("threadpool_limits (enter + exit)"),
         "worker pool (start + join)": stage_ms.pop("worker pool (start + join)", 0.0),
         "tile loop on 1 x 1 tiles (Python + numpy call overhead)": _loop_overhead_ms(n, counts["tiles"], threads),

@@ -28,6 +28,13 @@ WARMUP_CALLS = 1
 # interleaving keeps its purpose (both sides see the same drift of the machine) without that cost.
 SETTLE_CALLS = 1
 
+# A pause before those settling calls, in seconds. A library's idle threads spin for a while after
+# its call returns: OpenBLAS's about 0.1-0.2 s here (mha_core's tiled layer timed 25 ms right after
+# a two-thread matmul, 15 ms after a pause). A settling call shorter than that absorbed only part
+# of it, so short calls that followed the other library paid for its spin. After the pause every
+# timed call starts as a call after idle time does, as a slider's call in the dashboard does.
+PAUSE_S = 0.25
+
 
 def stats(samples: list[float]) -> dict[str, float]:
     """Median, quartiles, IQR, min and count of a list of timings (seconds)."""
@@ -51,10 +58,12 @@ def interleaved(
     max_reps: int,
     seed: int = 0,
     clock: Callable[[], float] = time.perf_counter,
+    pause_s: float = PAUSE_S,
 ) -> dict[str, dict[str, float]]:
     """Time every callable in ``fns`` by interleaved repetitions; return ``stats`` per name.
 
-    Each timed call follows ``SETTLE_CALLS`` untimed calls of the same callable.
+    Each timed call follows a pause of ``pause_s`` seconds (``PAUSE_S``) and then ``SETTLE_CALLS``
+    untimed calls of the same callable.
 
     The number of repetitions is chosen from the warm-up: as many as fit in ``budget_s``
     seconds, but at least ``min_reps`` and at most ``max_reps``. ``clock`` is wall time by
@@ -68,7 +77,7 @@ def interleaved(
             t0 = clock()
             fns[name]()
             warm[name] = clock() - t0
-    per_rep = max(sum(warm.values()), 1e-9) * (1 + SETTLE_CALLS)
+    per_rep = max(sum(warm.values()), 1e-9) * (1 + SETTLE_CALLS) + pause_s * len(names)
     reps = int(min(max_reps, max(min_reps, budget_s // per_rep)))
     samples: dict[str, list[float]] = {name: [] for name in names}
     order = list(names)
@@ -76,6 +85,7 @@ def interleaved(
     for _ in range(reps):
         rng.shuffle(order)
         for name in order:
+            time.sleep(pause_s)
             for _ in range(SETTLE_CALLS):
                 fns[name]()
             t0 = clock()

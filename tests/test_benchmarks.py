@@ -15,8 +15,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo root, for `benchmarks`
 
-from benchmarks import report, suites  # noqa: E402
-from benchmarks.timing import SETTLE_CALLS, interleaved, stats  # noqa: E402
+from benchmarks import report, suites, timing  # noqa: E402
+from benchmarks.timing import PAUSE_S, SETTLE_CALLS, interleaved, stats  # noqa: E402
 
 
 def test_stats_matches_sorted_samples():
@@ -27,8 +27,10 @@ def test_stats_matches_sorted_samples():
 
 
 @pytest.mark.parametrize(("budget", "lo", "hi"), [(0.0, 3, 10), (1e9, 3, 7)])
-def test_interleaved_runs_every_callable_equally_within_rep_bounds(budget, lo, hi):
+def test_interleaved_runs_every_callable_equally_within_rep_bounds(budget, lo, hi, monkeypatch):
     calls = {"a": 0, "b": 0}
+    pauses = []
+    monkeypatch.setattr(timing.time, "sleep", pauses.append)  # record the pauses, do not wait
 
     def make(name):
         def fn():
@@ -39,6 +41,7 @@ def test_interleaved_runs_every_callable_equally_within_rep_bounds(budget, lo, h
     expected = lo if budget == 0.0 else hi
     assert t["a"]["n"] == t["b"]["n"] == expected
     assert calls["a"] == calls["b"] == expected * (1 + SETTLE_CALLS) + 1  # settling calls + the warm-up call
+    assert pauses == [PAUSE_S] * (2 * expected) and PAUSE_S > 0  # one pause before each timed call's settling
 
 
 def test_parse_printed_timings_reads_the_browser_tests_block():
@@ -179,18 +182,18 @@ def test_profiled_flash_runs_the_tile_loop_of_flash():
         # 37 rows: 3 query blocks of 16, 16, 5; 37 keys: 5 tiles of 8; causal skips those after the block's rows
         want = sum(-(-min(r0 + 16, shape[2]) // 8) if causal else -(-shape[2] // 8) for r0 in range(0, shape[2], 16))
         assert counts["tiles"] == want and counts["workers"] == 2
-        ran = set(profile_tiled.TILE_STAGES) - {"redo: Q K^T - shift, mask again"}
+        ran = set(profile_tiled.TILE_STAGES) - {"redo: Q K^T, mask again"}
         assert ran <= set(clocks) and all(t >= 0 for t in clocks.values())
         # a row's first tile goes the full way, every later one is tried against the stale max and kept
         assert counts["full tiles"] == len(range(0, shape[2], 16)) and counts["redone tiles"] == 0
-        assert counts["qk_flop"] == counts["pv_stale_flop"] + counts["pv_full_flop"] > 0  # d_k = d_v
+        assert counts["qk_flop"] == counts["pv_stale_flop"] + counts["pv_full_flop"] > 0
     k[..., 24:, :] *= 40  # keys 24-36 score far above the first tiles' max: their tiles are redone
     clocks, counts = defaultdict(float), defaultdict(int)
     got = profile_tiled.profiled_flash(q, k, v, 0.3, causal=False, threads=1, clocks=clocks, counts=counts,
                                        block_q=16, block_k=8)
     np.testing.assert_allclose(got, flash._flash(q, k, v, None, 0.3, causal=False, block_q=16, block_k=8),
                                rtol=1e-6, atol=1e-7)
-    assert counts["redone tiles"] > 0 and "redo: Q K^T - shift, mask again" in clocks
+    assert counts["redone tiles"] > 0 and "redo: Q K^T, mask again" in clocks
 
 
 def test_forced_path_runs_the_path_it_names(monkeypatch):
@@ -279,9 +282,9 @@ def test_profile_markdown_shows_every_stage_rate_and_overhead():
            "whole_layer_ms": 30.0, "layer_path": "formula", "attention_ms": 20.0, "projections_ms": 5.0,
            "w_o_ms": 2.0, "profiled_wall_ms": 14.0, "stages_ms": {**stages, "full: exp": 4.0},
            "overheads_ms": {"threadpool_limits (enter + exit)": 0.03},
-           "gflops_achieved": {"Q K^T - shift (matmul)": 45.0},
-           "gflops_alone": {"Q K^T - shift (matmul)": 90.0, "full: P [V | 1] (matmul)": 80.0},
-           "gflops_torch_alone": {"Q K^T - shift (matmul)": 85.0, "full: P [V | 1] (matmul)": 81.0}}
+           "gflops_achieved": {"Q K^T (matmul)": 45.0},
+           "gflops_alone": {"Q K^T (matmul)": 90.0, "full: P V (matmul)": 80.0},
+           "gflops_torch_alone": {"Q K^T (matmul)": 85.0, "full: P V (matmul)": 81.0}}
     res = {"started_utc": "now", "wall_s": 1.0, "loadavg_start": 0.5, "loadavg_end": 0.6, "block_q": 128,
            "block_k": 256, "default_threads": 2, "rows": [row], "exp_alone_ms": {"np.exp (in place)": 0.5}}
     md = profile_tiled.markdown(res)
@@ -289,7 +292,7 @@ def test_profile_markdown_shows_every_stage_rate_and_overhead():
         assert f"| {name} |" in md
     assert f"| full: exp | 1 | 4.0 ms ({4 / (len(stages) + 3):.0%}) |" in md  # 4 of the thread-ms
     assert "| tiles (with a causal mask / the full way / redone) | | 6 (4 / 3 / 1) |" in md
-    assert "| Q K^T - shift (matmul) | 45 of 90 (50%), torch 85 |" in md
-    assert "| full: P [V | 1] (matmul) | not run |" in md  # no FLOP counted: no rate to show
+    assert "| Q K^T (matmul) | 45 of 90 (50%), torch 85 |" in md
+    assert "| full: P V (matmul) | not run |" in md  # no FLOP counted: no rate to show
     assert "12.5 ms" in md and "0.03 ms" in md and "**30.0 ms** (formula)" in md
     assert "| ms per tile | 0.500 |" in md

@@ -34,19 +34,14 @@ statistics also stay small: this is the loop of FlashAttention (Dao et al. 2022)
 **A stale max** (FlashAttention-4 rescales only when the max has moved far enough to matter).
 ``m`` need not be the true running max: any value works as long as no ``exp(score - m)``
 overflows, and an old max cannot make a row vanish (its own score gave exp(0) = 1). So after a
-row's first tile, each new tile is tried against ``m`` as it stands, and two columns of ones let
-the matmuls do the rest of the work:
+row's first tile, each new tile is tried against ``m`` as it stands: subtract, exp and row sums,
+but no max pass and no rescaling of ``l`` and ``o``. If every row's new sum is at most
+``STALE_MAX_LIMIT`` (so every ``exp(score - m) <= 2^16``, far from float32's overflow), the tile
+is added as it is. Otherwise (a score more than ln 2^16 = 11.1 above ``m``, or a NaN) the tile
+is redone the full way above, which moves ``m``.
 
-    [q | -m] . [k | 1] = q . k - m            # the subtract rides inside Q K^T
-    p [v | 1]          = [p v | sum_j p_j]    # the row sums ride inside P V
-
-If every row's new sum is at most ``STALE_MAX_LIMIT`` (``exp(score - m) <= 2^16``, far from
-float32's overflow), the tile is simply added to ``[o | l]``: no max, subtract, sum or rescale
-pass over it. Otherwise (a score more than ln 2^16 = 11.1 above ``m``, or a NaN) the tile is
-redone the full way above, which moves ``m``.
-
-Extra memory: the output (..., N_q, d_v), K and V with a column of ones, and one tile
-(..., block_q, block_k) of scores per worker thread. Never N_q x N_k.
+Extra memory: the output (..., N_q, d_v) and one tile (..., block_q, block_k) of scores per
+worker thread. Never N_q x N_k.
 
 Two more choices made for speed (benchmarks/RESULTS_long_context.md):
 
@@ -81,8 +76,8 @@ BLOCK_Q = 128
 BLOCK_K = 256
 
 # A tile is added against the running max as it stands (no rescale) when each of its rows' sums
-# of exp(score - m) is at most this: every weight then stays <= 2^16, so [o | l] cannot overflow
-# float32 in any number of tiles, and float32 keeps its relative precision at any scale.
+# of exp(score - m) is at most this: every weight then stays <= 2^16, far below float32's 3.4e38,
+# and float32 keeps the same relative precision at any scale.
 STALE_MAX_LIMIT = 2.0**16
 
 # Blocks of query rows: scores of at most this many bytes per block. A block this size stays in
@@ -196,14 +191,12 @@ def _flash(
     out = np.empty((*lead, n_q, d_v), dtype=q.dtype)  # (..., N_q, d_v)
     starts = list(range(0, n_q, block_q))
     n_workers = min(blas_threads() if threads is None else threads, len(starts))
-    k1 = np.concatenate([k, np.ones_like(k[..., :1])], axis=-1)  # (..., N_k, d_k + 1): [k | 1]
-    v1 = np.concatenate([v, np.ones_like(v[..., :1])], axis=-1)  # (..., N_k, d_v + 1): [v | 1]
 
     def work(my_starts: list[int]) -> None:
         s_buf = np.empty((*lead, min(block_q, n_q), min(block_k, k.shape[-2])), dtype=q.dtype)  # one tile, reused
         for r0 in my_starts:
             r1 = min(r0 + block_q, n_q)
-            out[..., r0:r1, :] = _rows(q, k1, v1, mask, scale, causal, r0, r1, block_k, s_buf)  # (..., rows, d_v)
+            out[..., r0:r1, :] = _rows(q, k, v, mask, scale, causal, r0, r1, block_k, s_buf)  # (..., rows, d_v)
 
     _share(work, [starts[i::n_workers] for i in range(n_workers)])
     return out
@@ -240,55 +233,54 @@ def _share(fn, parts: list) -> None:
                 list(pool.map(fn, parts))  # re-raises errors
 
 
-def _rows(q, k1, v1, mask, scale: float, causal: bool, r0: int, r1: int, block_k: int, s_buf) -> np.ndarray:
+def _rows(q, k, v, mask, scale: float, causal: bool, r0: int, r1: int, block_k: int, s_buf) -> np.ndarray:
     """Attention output of query rows r0:r1 (..., rows, d_v): the online-softmax loop over key tiles.
 
-    ``k1`` and ``v1`` are K and V with a column of ones appended, (..., N_k, d_k + 1) and
-    (..., N_k, d_v + 1); ``s_buf`` holds one tile of scores, (..., block_q, block_k).
+    ``s_buf`` holds one tile of scores, (..., block_q, block_k).
     """
-    n_q, n_k, rows = q.shape[-2], k1.shape[-2], r1 - r0
-    d_k, d_v = q.shape[-1], v1.shape[-1] - 1
+    n_q, n_k, rows = q.shape[-2], k.shape[-2], r1 - r0
     offset = n_k - n_q  # causal: query i sees keys j <= i + offset
     lead = s_buf.shape[:-2]
-    q1 = np.empty((*lead, rows, d_k + 1), dtype=q.dtype)  # (..., rows, d_k + 1): [q * scale | -shift]
-    np.multiply(q[..., r0:r1, :], q.dtype.type(scale), out=q1[..., :d_k])  # (..., rows, d_k)
-    q1[..., d_k] = 0  # shift = 0 until a row has a max: the first tile gives the plain scores
-    m = np.full((*lead, rows, 1), -np.inf, dtype=q.dtype)  # (..., rows, 1) running max, -inf: no key yet
-    ol = np.zeros((*lead, rows, d_v + 1), dtype=q.dtype)  # (..., rows, d_v + 1): [o | l], relative to m
-    every_row_has_max = False
+    q_blk = q[..., r0:r1, :] * q.dtype.type(scale)  # (..., rows, d_k)
+    m = np.full((*lead, rows, 1), -np.inf, dtype=q.dtype)  # (..., rows, 1) running max
+    row_sum = np.zeros((*lead, rows, 1), dtype=q.dtype)  # (..., rows, 1) running sum l
+    o = np.zeros((*lead, rows, v.shape[-1]), dtype=q.dtype)  # (..., rows, d_v) running weighted sum
+    every_row_has_max = False  # until then every tile goes the full way
     # causal: the block's last row sees keys up to r1 - 1 + offset; the tiles after it are skipped
     k_end = min(n_k, r1 + offset) if causal else n_k
     for c0 in range(0, max(k_end, 0), block_k):
         c1 = min(c0 + block_k, n_k)
-        s = _tile_scores(q1, k1, mask, causal, offset, r0, r1, c0, c1, s_buf)  # (..., rows, cols): score - shift
-        v1_tile = v1[..., c0:c1, :]  # (..., cols, d_v + 1)
-        if every_row_has_max:  # shift = m: try the tile against the max as it stands
+        s = _tile_scores(q_blk, k, mask, causal, offset, r0, r1, c0, c1, s_buf)  # (..., rows, cols)
+        if every_row_has_max:  # try the tile against the max as it stands: no max pass, no rescale
             with np.errstate(over="ignore", invalid="ignore"):  # an overflow is caught just below
-                part = np.exp(s, out=s) @ v1_tile  # (..., rows, cols) @ (..., cols, d_v + 1) -> [p v | sum p]
-            if (part[..., d_v] <= STALE_MAX_LIMIT).all():
-                ol += part  # (..., rows, d_v + 1)
+                s -= m  # (..., rows, cols)
+                p = np.exp(s, out=s)  # (..., rows, cols)
+                tile_sum = p.sum(axis=-1, keepdims=True)  # (..., rows, 1)
+            if (tile_sum <= STALE_MAX_LIMIT).all():
+                row_sum += tile_sum
+                o += p @ v[..., c0:c1, :]  # (..., rows, cols) @ (..., cols, d_v)
                 continue
-            s = _tile_scores(q1, k1, mask, causal, offset, r0, r1, c0, c1, s_buf)  # some score outgrew m: redo
-        shift_old = -q1[..., d_k:]  # (..., rows, 1), what the matmul subtracted
-        m_new = np.maximum(m, s.max(axis=-1, keepdims=True) + shift_old)  # (..., rows, 1)
+            s = _tile_scores(q_blk, k, mask, causal, offset, r0, r1, c0, c1, s_buf)  # a score outgrew m: redo
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., rows, 1), -inf: no key yet
         shift = np.where(np.isneginf(m_new), 0, m_new)  # (..., rows, 1); finite, avoids inf - inf
-        s -= shift - shift_old  # (..., rows, cols): score - shift, every entry <= 0
+        s -= shift  # (..., rows, cols), every entry <= 0
         p = np.exp(s, out=s)  # (..., rows, cols), in [0, 1]
-        ol *= np.exp(m - shift)  # (..., rows, d_v + 1): o and l rescaled to the new max (0 if m = -inf)
-        ol += p @ v1_tile  # ... plus (..., rows, cols) @ (..., cols, d_v + 1) -> [p v | sum p]
+        alpha = np.exp(m - shift)  # (..., rows, 1), <= 1; 0 on a row's first allowed tile (m = -inf)
+        row_sum *= alpha  # (..., rows, 1): l rescaled to the new max ...
+        row_sum += p.sum(axis=-1, keepdims=True)  # ... plus this tile's terms
+        o *= alpha  # (..., rows, d_v): o rescaled to the new max ...
+        o += p @ v[..., c0:c1, :]  # ... plus (..., rows, cols) @ (..., cols, d_v)
         m = m_new
-        q1[..., d_k:] = -shift  # (..., rows, 1): the next tiles' matmul subtracts the new max
         every_row_has_max = not np.isneginf(m).any()
     # out = o / l; a row with no allowed key has l = 0 and o = 0 and gets zeros, not NaN
-    o, row_sum = ol[..., :d_v], ol[..., d_v:]  # (..., rows, d_v), (..., rows, 1)
     return o * np.divide(1, row_sum, out=np.zeros_like(row_sum), where=row_sum > 0)  # (..., rows, d_v)
 
 
-def _tile_scores(q1, k1, mask, causal: bool, offset: int, r0: int, r1: int, c0: int, c1: int, s_buf) -> np.ndarray:
-    """The scores of the tile (rows r0:r1, keys c0:c1) minus the shift in ``q1``'s last column,
-    written into ``s_buf``: (..., rows, cols), -inf where a key is not allowed."""
+def _tile_scores(q_blk, k, mask, causal: bool, offset: int, r0: int, r1: int, c0: int, c1: int, s_buf) -> np.ndarray:
+    """The scaled scores of the tile (rows r0:r1, keys c0:c1), written into ``s_buf``:
+    (..., rows, cols), -inf where a key is not allowed."""
     s = s_buf[..., : r1 - r0, : c1 - c0]  # (..., rows, cols)
-    np.matmul(q1, np.swapaxes(k1[..., c0:c1, :], -1, -2), out=s)  # (..., rows, d_k + 1) @ (..., d_k + 1, cols)
+    np.matmul(q_blk, np.swapaxes(k[..., c0:c1, :], -1, -2), out=s)  # (..., rows, d_k) @ (..., d_k, cols)
     allowed = _tile_mask(mask, causal, offset, r0, r1, c0, c1)  # (..., rows, cols) or None
     if allowed is not None:
         np.copyto(s, -np.inf, where=~allowed)  # not allowed -> -inf -> p exactly 0
