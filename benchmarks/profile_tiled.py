@@ -42,7 +42,7 @@ from mha_core.core.heads import merge_heads, split_heads
 from .core import D_MODEL
 from .long_context import H, _inputs, picked_path
 from .suites import BENCH_DIR
-from .timing import interleaved, numpy_threads, set_numpy_threads, stats
+from .timing import PAUSE_S, interleaved, numpy_threads, set_numpy_threads, stats
 
 LENGTHS = (512, 2048, 4096)
 QUICK_LENGTHS = (512,)
@@ -205,6 +205,7 @@ def profiled_flash(q, k, v, scale, *, causal, threads, clocks, counts,
 
 
 def _median_ms(fn, reps: int = REPS) -> float:
+    time.sleep(PAUSE_S)  # the last step's idle BLAS or torch threads stop spinning (timing.PAUSE_S)
     fn()  # warm: page faults, lazy BLAS buffers
     times = []
     for _ in range(reps):
@@ -309,6 +310,7 @@ def profile_one(n: int, causal: bool, threads_label: str, threads: int) -> dict:
     heads = np.ascontiguousarray(Qh)  # stands in for the attention output (B, h, N, d_v)
     w_o = _median_ms(lambda: merge_heads(heads).reshape(n, D_MODEL) @ p["W_O"])  # (N, h*d_v) @ (h*d_v, d_model)
     runs = []
+    time.sleep(PAUSE_S)
     for _ in range(REPS):
         clocks, counts = defaultdict(float), defaultdict(int)
         t0 = time.perf_counter()

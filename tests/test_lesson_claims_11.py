@@ -20,6 +20,11 @@ CLAIMS = [
           "s = np.array([1.0, 3.0, 2.0, 5.0, 0.0, 4.0])", "np.isclose(o / ell, one_shot)"),
     Claim(r"the earlier sums shrink by $\alpha = e^{3-5} \approx 0.135$",
           "s = np.array([1.0, 3.0, 2.0, 5.0, 0.0, 4.0])", "round(float(np.exp(3 - 5)), 3) == 0.135"),
+    Claim(r"The answer does not change.", "m_frozen = s[:2].max()",
+          "m_frozen == 3 and np.isclose(frozen, one_shot) and p.max() < STALE_MAX_LIMIT"),
+    Claim(r"it raises the maximum (and rescales) only when some $e^{s_j - m}$ would grow past a limit, $2^{16}$, "
+          r"far below what float32 can hold.", "m_frozen = s[:2].max()",
+          "STALE_MAX_LIMIT == 2**16 and STALE_MAX_LIMIT < np.finfo(np.float32).max / 1e30"),
     Claim(r"It gives the same output as the one-shot `scaled_dot_product_attention`, with or without a "
           r"causal mask",
           "full, weights = scaled_dot_product_attention(q, k, v)",

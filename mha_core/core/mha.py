@@ -35,10 +35,11 @@ FORMULA_MAX_SCORE_BYTES = 8 * 2**20
 # Causal attention switches sooner, at this fraction of it (3 MiB; h=8: N <= 313): the tiled
 # path skips the tiles above the diagonal (about half the work) while the formula computes every
 # score and then masks half of them. At one thread the two crossed near N=300; at N=512 the
-# tiled path took about two thirds of the formula's time. The quiet-machine run of 1 December 2026
-# agrees at one thread (the picked path within 8% of the fastest from N=100 to 1024) but not at
-# two threads, where the formula won at causal N=384-512 and row blocks at N=640: one run was not
-# enough to move the constants (benchmarks/RESULTS_long_context.md).
+# tiled path took about two thirds of the formula's time. The run of 1 December 2026 (16:48 UTC,
+# quiet, every call timed after a pause) agrees at one thread (the picked path within 12% of the
+# fastest from N=100 to 1024, inside its noise) but not everywhere at two threads: the formula won
+# at causal N=384 (1.18x) and the tiled path at N=512 (1.07x). One run was not enough to move the
+# constants (benchmarks/RESULTS_long_context.md).
 CAUSAL_SWITCH_FRACTION = 3 / 8
 
 
