@@ -275,8 +275,8 @@ def test_fused_layer_chooses_the_path_by_size(monkeypatch):
 
 def test_only_the_tiled_layer_shares_its_projections_among_the_workers(monkeypatch):
     shared = []
-    real = mha.shared_matmul
-    monkeypatch.setattr(mha, "shared_matmul", lambda x, w: shared.append(w.shape) or real(x, w))
+    real = mha._shared_matmul
+    monkeypatch.setattr(mha, "_shared_matmul", lambda x, w: shared.append(w.shape) or real(x, w))
     limit = mha.FORMULA_MAX_SCORE_BYTES * mha.CAUSAL_SWITCH_FRACTION
     big = math.isqrt(int(limit // 8)) + 1  # h=2, float32: the first causal length on the tiled path
     x, p = _layer(big)
@@ -294,7 +294,7 @@ def test_shared_matmul_equals_the_matmul(rows, threads):
     rng = np.random.default_rng(rows)
     for dtype in (np.float32, np.float64):
         x, w = rng.standard_normal((rows, 6)).astype(dtype), rng.standard_normal((6, 4)).astype(dtype)
-        y = flash.shared_matmul(x, w, threads=threads)
+        y = flash._shared_matmul(x, w, threads=threads)
         assert y.shape == (rows, 4) and y.dtype == dtype
         np.testing.assert_allclose(y, x @ w, **tol(dtype))
 

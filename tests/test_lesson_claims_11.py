@@ -22,9 +22,11 @@ CLAIMS = [
           "s = np.array([1.0, 3.0, 2.0, 5.0, 0.0, 4.0])", "round(float(np.exp(3 - 5)), 3) == 0.135"),
     Claim(r"The answer does not change.", "m_frozen = s[:2].max()",
           "m_frozen == 3 and np.isclose(frozen, one_shot) and p.max() < STALE_MAX_LIMIT"),
-    Claim(r"it raises the maximum (and rescales) only when some $e^{s_j - m}$ would grow past a limit, $2^{16}$, "
-          r"far below what float32 can hold.", "m_frozen = s[:2].max()",
-          "STALE_MAX_LIMIT == 2**16 and STALE_MAX_LIMIT < np.finfo(np.float32).max / 1e30"),
+    Claim(r"It keeps the result when, for every row, the tile's sum of $e^{s_j - m}$ is at most a limit, $2^{16}$, "
+          r"far below what float32 can hold (so no score was more than $\ln 2^{16} \approx 11.1$ above $m$).",
+          "m_frozen = s[:2].max()",
+          "STALE_MAX_LIMIT == 2**16 and STALE_MAX_LIMIT < np.finfo(np.float32).max / 1e30 "
+          "and round(float(np.log(STALE_MAX_LIMIT)), 1) == 11.1"),
     Claim(r"It gives the same output as the one-shot `scaled_dot_product_attention`, with or without a "
           r"causal mask",
           "full, weights = scaled_dot_product_attention(q, k, v)",

@@ -35,10 +35,11 @@ statistics also stay small: this is the loop of FlashAttention (Dao et al. 2022)
 ``m`` need not be the true running max: any value works as long as no ``exp(score - m)``
 overflows, and an old max cannot make a row vanish (its own score gave exp(0) = 1). So after a
 row's first tile, each new tile is tried against ``m`` as it stands: subtract, exp and row sums,
-but no max pass and no rescaling of ``l`` and ``o``. If every row's new sum is at most
+but no max pass and no rescaling of ``l`` and ``o``. If every row's sum over the tile is at most
 ``STALE_MAX_LIMIT`` (so every ``exp(score - m) <= 2^16``, far from float32's overflow), the tile
-is added as it is. Otherwise (a score more than ln 2^16 = 11.1 above ``m``, or a NaN) the tile
-is redone the full way above, which moves ``m``.
+is added as it is. Otherwise (some row's sum above 2^16, which a score more than ln 2^16 = 11.1
+above ``m`` always gives, or a NaN) the whole tile is redone the full way above, which moves ``m``.
+The shortcut starts once every row of the query block has a max.
 
 Extra memory: the output (..., N_q, d_v) and one tile (..., block_q, block_k) of scores per
 worker thread. Never N_q x N_k.
@@ -202,7 +203,7 @@ def _flash(
     return out
 
 
-def shared_matmul(x: np.ndarray, w: np.ndarray, threads: int | None = None) -> np.ndarray:
+def _shared_matmul(x: np.ndarray, w: np.ndarray, threads: int | None = None) -> np.ndarray:
     """``x @ w``, (M, d_in) @ (d_in, d_out) -> (M, d_out), its rows shared by worker threads as
     ``_flash`` shares query blocks: the tiled layer's projections.
 

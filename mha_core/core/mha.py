@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .attention import _attend, scaled_dot_product_attention
-from .flash import _blocked, _flash, shared_matmul
+from .flash import _blocked, _flash, _shared_matmul
 from .heads import head_columns, merge_heads, split_heads
 from .layer_args import WEIGHTS_HINT, LayerArgs, check_layer_args, check_layer_output
 from .rope import apply_rope
@@ -121,7 +121,7 @@ def heads_forward(a: LayerArgs, t=NO_TRACER, *, keep_weights=False, saved=None):
     attention's ``q, k, v, weights, scale`` in the shapes it ran on) and ``heads``."""
     p = a.params
     path = attention_path(a, keep_weights=keep_weights or saved is not None, traced=t is not NO_TRACER)
-    tiled = path == "tiled"  # its worker threads do the projections too (flash.shared_matmul)
+    tiled = path == "tiled"  # its worker threads do the projections too (flash._shared_matmul)
     t.record("X", a.x)  # (..., N_q, d_model)
     Q = _project(t, "Q = X @ W_Q", a.x, p["W_Q"], p.get("b_Q"), shared=tiled)  # (..., N_q, h*d_k)
     K = _project(t, "K = X @ W_K", a.x_kv, p["W_K"], p.get("b_K"), shared=tiled)  # (..., N_k, n_kv*d_k)
@@ -184,11 +184,11 @@ def _grouped_attention(a: LayerArgs, Qh, Kh, Vh, path: str, t, saved):
 
 def _project(t, name: str, x: np.ndarray, W: np.ndarray, b, *, shared: bool = False) -> np.ndarray:
     """``x @ W (+ b)`` on the flattened tokens: (..., N, d_in) -> (..., N, d_out). ``shared``:
-    the rows shared by the tiled path's worker threads (``flash.shared_matmul``, never traced)."""
+    the rows shared by the tiled path's worker threads (``flash._shared_matmul``, never traced)."""
     lead = x.shape[:-1]
     x2 = x.reshape(-1, x.shape[-1])  # (B*N, d_in)
     if shared:
-        y = shared_matmul(x2, W)  # (B*N, d_in) @ (d_in, d_out) -> (B*N, d_out)
+        y = _shared_matmul(x2, W)  # (B*N, d_in) @ (d_in, d_out) -> (B*N, d_out)
     else:
         y = t.matmul(name, x2, W, shape=(*lead, W.shape[1]))  # (B*N, d_in) @ (d_in, d_out) -> (B*N, d_out)
     if b is not None:
