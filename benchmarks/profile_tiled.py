@@ -10,7 +10,10 @@ For each length, causal or not, at numpy's default BLAS threads and at one threa
   time is summed over the workers (thread-seconds), so with two workers the stages add up to
   about twice the wall time;
 - each matmul stage's achieved rate (its FLOP over its time) is set against the rate the same
-  matmul shape reaches alone, in a loop, with one BLAS thread (what every worker uses);
+  matmul shape reaches alone, in a loop, with one BLAS thread (what every worker uses), in numpy
+  and in ``torch.matmul``; and the whole attention against torch's kernel alone
+  (``F.scaled_dot_product_attention`` on the same heads, at the same threads);
+- every measurement starts after ``timing.PAUSE_S``, so no library's idle threads still spin;
 - the per-call overheads are timed on their own: ``blas_threads()`` (threadpoolctl reading the
   BLAS), the one-thread BLAS limit (``flash._blas_controller().limit``), starting and joining the worker pool, and the Python
   and numpy call overhead of the tile loop (the same loop on 1 x 1 tiles, so no arithmetic);
