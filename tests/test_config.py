@@ -107,3 +107,8 @@ def test_config_rejects(kwargs, exc, match):
 def test_init_params_rejects(args, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         init_params(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("n_kv", "kind"), [(None, "MHA"), (8, "MHA"), (4, "GQA"), (2, "GQA"), (1, "MQA")])
+def test_kind_names_the_key_value_layout(n_kv, kind):
+    assert MHAConfig(512, 8, n_kv_heads=n_kv).kind == kind

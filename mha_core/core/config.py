@@ -77,6 +77,12 @@ class MHAConfig:
         """Query heads per key/value head, ``h // n_kv``."""
         return self.n_heads // self.n_kv
 
+    @property
+    def kind(self) -> str:
+        """``"MHA"`` (a key/value head per query head), ``"MQA"`` (one key/value head for all) or
+        ``"GQA"`` (groups of query heads in between)."""
+        return "MHA" if self.n_kv == self.n_heads else ("MQA" if self.n_kv == 1 else "GQA")
+
 
 def as_rng(rng) -> np.random.Generator:
     """Return a ``np.random.Generator`` from ``None``, an int seed or a Generator."""

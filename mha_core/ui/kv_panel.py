@@ -35,11 +35,6 @@ KV_CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 KV_DTYPES = {"float16": 2, "float32": 4}
 
 
-def _kind(n_kv: int, h: int) -> str:
-    """"MHA" (a K/V head per query head), "MQA" (one K/V head) or "GQA" (groups in between)."""
-    return "MHA" if n_kv == h else ("MQA" if n_kv == 1 else "GQA")
-
-
 def kv_state(model: str, n_kv: int, n_tokens: int, dtype: str = "float16") -> dict:
     """KV-cache bytes for one of ``KV_MODELS`` with ``n_kv`` key/value heads.
 
@@ -69,7 +64,7 @@ def kv_state(model: str, n_kv: int, n_tokens: int, dtype: str = "float16") -> di
 
     return {
         "model": model, "d_model": d_model, "h": h, "layers": layers, "n_kv": n_kv, "n_tokens": n_tokens,
-        "dtype": dtype, "bytes": cache(n_kv), "mha_bytes": cache(h), "kind": _kind(n_kv, h),
+        "dtype": dtype, "bytes": cache(n_kv), "mha_bytes": cache(h), "kind": MHAConfig(d_model, h, n_kv_heads=n_kv).kind,
         "all": [(k, cache(k)) for k in divisors(h)],
     }
 
@@ -112,7 +107,8 @@ class KVCachePanel(Panel):
 
     @staticmethod
     def _kv_options(h: int) -> list[tuple[str, int]]:
-        return [(f"{k} ({_kind(k, h)})", k) for k in divisors(h)]  # left MQA, right MHA: as the bar chart
+        kinds = {k: MHAConfig(h, h, n_kv_heads=k).kind for k in divisors(h)}  # d_model = h: only the heads matter
+        return [(f"{k} ({kind})", k) for k, kind in kinds.items()]  # left MQA, right MHA: as the bar chart
 
     def values(self) -> dict:
         return {"model": self.model.value, "n_kv": self.n_kv.value, "n_tokens": self.context.value,

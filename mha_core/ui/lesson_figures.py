@@ -21,6 +21,7 @@ from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 from matplotlib.ticker import FuncFormatter, NullLocator
 from threadpoolctl import threadpool_limits
 
+from ..core.config import MHAConfig
 from ..core.decode import KVCache, decode_step
 from ..core.layer_args import check_layer_args
 from ..core.softmax import softmax
@@ -272,7 +273,7 @@ def time_attention_parts(x: np.ndarray, heads: Sequence[int], *, rounds: int = 1
 
     Returns ``(timing, spread)``, each ``{h: {"forward": ..., "matmuls": ..., "softmax": ...}}``.
     """
-    from mha_core import MHAConfig, init_params, multi_head_attention
+    from mha_core import init_params, multi_head_attention
 
     n, d_model = x.shape
     rng = np.random.default_rng(seed)
@@ -376,7 +377,7 @@ def show_kv_cache_sizes(n_kvs: Sequence[int], gib: Sequence[float], *, n_tokens:
     """The KV cache (GiB) of one model for each number of key/value heads ``n_kvs``, one bar each."""
     _check_same_length(n_kvs=n_kvs, gib=gib)
     fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
-    names = ["MHA" if n == n_heads else "MQA" if n == 1 else "GQA" for n in n_kvs]
+    names = [MHAConfig(d_model, n_heads, n_kv_heads=n).kind for n in n_kvs]
     bars = ax.bar([f"{name}\nn_kv={n}" for name, n in zip(names, n_kvs, strict=True)], gib,
                   color=plt.cm.viridis(np.linspace(0.15, 0.85, len(n_kvs))))
     ax.bar_label(bars, [f"{g:g} GiB" for g in gib], padding=2)
