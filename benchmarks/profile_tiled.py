@@ -218,32 +218,23 @@ def _median_ms(fn, reps: int = REPS) -> float:
     return stats(times)["median"] * 1e3
 
 
-def _rate_alone(a_shape, b_shape, threads: int = 1) -> float:
-    """GFLOP/s of ``np.matmul`` on these float32 shapes alone, in a loop, ``threads`` BLAS threads."""
+def _rates_alone(a_shape, b_shape, threads: int = 1) -> tuple[float, float]:
+    """GFLOP/s of ``np.matmul`` and of ``torch.matmul`` on these float32 shapes alone, in a loop,
+    ``threads`` threads each: whether numpy's BLAS is what holds a matmul stage back."""
+    import torch
+
     rng = np.random.default_rng(0)
     a = rng.standard_normal(a_shape).astype(np.float32)
     b = rng.standard_normal(b_shape).astype(np.float32)
     out = np.matmul(a, b)
+    at, bt, out_t = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(out)  # the same memory
     flop = 2 * a.size * b_shape[-1]
     calls = max(1, int(2e8 // flop))  # about 0.2 GFLOP per timing: long enough to be steady
     with threadpool_limits(threads, user_api="blas"):
         ms = _median_ms(lambda: [np.matmul(a, b, out=out) for _ in range(calls)], reps=5)
-    return calls * flop / ms / 1e6
-
-
-def _torch_rate_alone(a_shape, b_shape, threads: int = 1) -> float:
-    """GFLOP/s of ``torch.matmul`` on these float32 shapes alone, ``threads`` threads: whether
-    numpy's BLAS is what holds a matmul stage back."""
-    import torch
-
-    rng = np.random.default_rng(0)
-    a, b = (torch.from_numpy(rng.standard_normal(shape).astype(np.float32)) for shape in (a_shape, b_shape))
-    out = torch.matmul(a, b)
-    flop = 2 * a.numel() * b_shape[-1]
-    calls = max(1, int(2e8 // flop))
     with _torch_threads(threads):
-        ms = _median_ms(lambda: [torch.matmul(a, b, out=out) for _ in range(calls)], reps=5)
-    return calls * flop / ms / 1e6
+        ms_torch = _median_ms(lambda: [torch.matmul(at, bt, out=out_t) for _ in range(calls)], reps=5)
+    return calls * flop / ms / 1e6, calls * flop / ms_torch / 1e6
 
 
 def _torch_sdpa_ms(Qh, Kh, Vh, causal: bool, threads: int) -> float:
@@ -328,12 +319,11 @@ def profile_one(n: int, causal: bool, threads_label: str, threads: int) -> dict:
     counts = dict(runs[0][1])
     rows, cols = min(flash.BLOCK_Q, n), min(flash.BLOCK_K, n)
     qk_shapes, pv_shapes = ((1, H, rows, d_k), (1, H, d_k, cols)), ((1, H, rows, cols), (1, H, cols, d_k))
-    proj_shapes = ((n, D_MODEL), (D_MODEL, D_MODEL))
-    shapes = {"Q K^T (matmul)": qk_shapes, "stale max: P V (matmul)": pv_shapes, "full: P V (matmul)": pv_shapes}
-    alone = {name: _rate_alone(*shape) for name, shape in shapes.items()}
-    torch_alone = {name: _torch_rate_alone(*shape) for name, shape in shapes.items()}
-    alone["projection (N, d_model) @ (d_model, d_model)"] = _rate_alone(*proj_shapes, threads)
-    torch_alone["projection (N, d_model) @ (d_model, d_model)"] = _torch_rate_alone(*proj_shapes, threads)
+    qk, pv = _rates_alone(*qk_shapes), _rates_alone(*pv_shapes)  # (numpy, torch), each shape once
+    rates = {"Q K^T (matmul)": qk, "stale max: P V (matmul)": pv, "full: P V (matmul)": pv,
+             "projection (N, d_model) @ (d_model, d_model)": _rates_alone((n, D_MODEL), (D_MODEL, D_MODEL), threads)}
+    alone = {name: r[0] for name, r in rates.items()}
+    torch_alone = {name: r[1] for name, r in rates.items()}
     achieved = {name: counts[flop] / stage_ms[name] / 1e6 for name, flop in MATMULS.items() if counts.get(flop)}
     achieved["projection (N, d_model) @ (d_model, d_model)"] = 3 * 2 * n * D_MODEL**2 / projections / 1e6
     overheads = {
