@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from references import attention_by_loops
 from strategies import dtypes, seeds
 
-from mha_core import Tracer, causal_mask, scaled_dot_product_attention
+from mha_core import causal_mask, scaled_dot_product_attention
 
 
 @st.composite
@@ -105,12 +105,19 @@ def test_huge_logits_do_not_overflow():
     np.testing.assert_allclose(w[0], [1.0, 0.0, 0.0], atol=1e-12)
 
 
-def test_tracer_records_the_two_matmuls():
+def test_the_function_is_the_formula():
+    """The body of ``scaled_dot_product_attention`` is picoGPT's line, and ``.unchecked`` is it."""
     rng = np.random.default_rng(4)
     q, k, v = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 5, 6))
-    t = Tracer()
-    scaled_dot_product_attention(q, k, v, tracer=t)
-    assert [m for _, m in t.macs] == [2 * 3 * 5 * 4, 2 * 3 * 5 * 6]  # (B N_q N_k d_k), (B N_q N_k d_v)
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(4)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    for fn in (scaled_dot_product_attention, scaled_dot_product_attention.unchecked):
+        out, weights = fn(q, k, v)
+        np.testing.assert_allclose(weights, w, atol=1e-12)
+        np.testing.assert_allclose(out, w @ v, atol=1e-12)
+    with pytest.raises(ValueError, match="q and k must have the same d_k"):
+        scaled_dot_product_attention(q, k[..., :3], v)  # the checked door refuses what .unchecked trusts
 
 
 def _arr(*shape, dtype=np.float64):

@@ -1,4 +1,4 @@
-"""count_params against the arrays, count_macs against the matmuls a Tracer saw, kv_cache_bytes.
+"""count_params against the arrays, count_macs against the products of one forward pass (the ledger), kv_cache_bytes.
 
 The closed forms in ``mha_core.core.counts`` are never restated here: parameters are summed from
 ``init_params``' arrays and MACs from what actually ran.
@@ -13,16 +13,15 @@ from hypothesis import strategies as st
 from strategies import batches, configs, lengths, mha_cases
 
 from mha_core import (
+    Ledger,
     MHAConfig,
-    Tracer,
     count_macs,
     count_params,
     init_params,
     kv_cache_bytes,
-    multi_head_attention,
-    multi_head_attention_per_head,
     trace_config,
 )
+from mha_core.core.ledger import ledger
 
 # Worked example of the source text: d_model=512, h=8 (d_k=64), N=100 tokens.
 WORKED = MHAConfig(512, 8)
@@ -62,18 +61,17 @@ def category(step: str) -> str:
     raise AssertionError(f"unclassified matmul step {step!r}")
 
 
-def traced_macs(tracer: Tracer) -> dict[str, int]:
+def traced_macs(book: Ledger) -> dict[str, int]:
     out = dict.fromkeys(["q_proj", "k_proj", "v_proj", "scores", "weighted_sum", "out_proj"], 0)
-    for step, macs in tracer.macs:
+    for step, macs in book.macs:
         out[category(step)] += macs
     return out
 
 
 @settings(deadline=None, max_examples=80)
-@given(mha_cases(), st.sampled_from([multi_head_attention, multi_head_attention_per_head]))
-def test_count_macs_equals_traced_macs(case, fn):
-    t = Tracer()
-    fn(case.x, case.params, case.config.n_heads, tracer=t, **case.kwargs)
+@given(mha_cases())
+def test_count_macs_equals_traced_macs(case):
+    t = ledger(case.x, case.params, case.config.n_heads, **case.kwargs)
     batch = case.lead[0] if case.lead else 1
     n_k = None if case.x_kv is None else case.n_k
     expected = count_macs(case.config, case.n_q, batch=batch, n_k=n_k)

@@ -6,13 +6,9 @@ fused (``multi_head_attention``) == per-head loop (``multi_head_attention_per_he
 
 from __future__ import annotations
 
-import contextlib
-from unittest import mock
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from references import allowed_keys, reference_mha, reference_mha_case
 from strategies import mha_cases, tol
 
@@ -55,54 +51,14 @@ def test_matches_independent_float64_reference(case):
     np.testing.assert_allclose(out, reference_mha_case(case), **tol(case.x.dtype))
 
 
-@contextlib.contextmanager
-def one_query_row_per_block():
-    """Send every layer call that keeps its weights down the blocked path (``flash._blocked``),
-    on blocks of one query row (up to ``MAX_SCORE_BLOCKS`` blocks), so a layer of N <= 12
-    queries runs on several blocks."""
-    from mha_core.core import flash, mha
-
-    assert hasattr(flash, "SCORE_BLOCK_BYTES"), "the blocked path's block-size knob moved: update this test"
-    with mock.patch.object(flash, "SCORE_BLOCK_BYTES", 1), mock.patch.object(mha, "FORMULA_MAX_SCORE_BYTES", 0):
-        yield
-
-
-def test_one_query_row_per_block_really_splits_the_work():
-    from mha_core.core import flash
-
-    p = init_params(MHAConfig(8, 2), 0, dtype=np.float64)
-    x = np.random.default_rng(0).standard_normal((2, 6, 8))
-    calls = []
-    real = flash.softmax_
-
-    def counting_softmax(scores, axis=-1):
-        calls.append(scores.shape)
-        return real(scores, axis=axis)
-
-    with one_query_row_per_block(), mock.patch.object(flash, "softmax_", counting_softmax):
-        multi_head_attention(x, p, 2, causal=True, return_weights=True)
-    assert calls == [(2, 2, 1, 6)] * 6  # six blocks of one query row: (B, h, rows, N_k)
-
-
 @settings(deadline=None, max_examples=80)
-@given(mha_cases(max_n=12), st.booleans())
-def test_several_blocks_agree_with_the_reference(case, keep_weights):
-    """The layer on many query-row blocks (GQA, masks, batch, cross) against the per-head loop,
-    the float64 reference and (for the weights) the allowed-key pattern."""
+@given(mha_cases(max_n=12))
+def test_tiled_layer_agrees_with_the_formula(case):
+    """``tiled=True`` against the formula layer, with GQA, masks, causal, batch, head masks and
+    cross-attention (several tiles are tested in test_tiled.py)."""
     h, kw = case.config.n_heads, case.kwargs
-    t = tol(case.x.dtype)
-    with one_query_row_per_block():
-        if keep_weights:
-            out, w = multi_head_attention(case.x, case.params, h, return_weights=True, **kw)
-            allowed = allowed_keys(case)
-            assert (w[~allowed] == 0).all()
-            np.testing.assert_allclose(w.sum(axis=-1), allowed.any(axis=-1).astype(float), atol=1e-5)
-        else:
-            out = multi_head_attention(case.x, case.params, h, **kw)
-        heads = head_outputs(case.x, case.params, h, **kw)
-    np.testing.assert_allclose(out, reference_mha_case(case), **t)
-    np.testing.assert_allclose(out, multi_head_attention_per_head(case.x, case.params, h, **kw), **t)
-    np.testing.assert_allclose(merge(heads) @ case.params["W_O"] + case.params.get("b_O", 0), out, **t)
+    got = multi_head_attention(case.x, case.params, h, tiled=True, **kw)
+    np.testing.assert_allclose(got, multi_head_attention(case.x, case.params, h, **kw), **tol(case.x.dtype))
 
 
 def merge(heads: np.ndarray) -> np.ndarray:

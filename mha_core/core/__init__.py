@@ -1,40 +1,40 @@
-"""The core: attention maths in NumPy, one module per concept. Imports nothing else of mha_core."""
+"""The core: the attention the lessons teach, in NumPy, one module per concept.
 
-from .attention import scaled_dot_product_attention
-from .checks import DEFAULT_MAX_SCORE_BYTES, MemoryBudgetError
+Imports nothing else of mha_core. Every public function checks its arguments at the door
+(``validate.py``) and then runs its formula; ``f.unchecked`` is the formula alone.
+"""
+
+from .attention import scaled_dot_product_attention, softmax
 from .config import MHAConfig, init_params
 from .counts import count_macs, count_params, kv_cache_bytes
 from .decode import KVCache, decode, decode_step, init_kv_cache, prefill
-from .flash import blocked_attention, flash_attention
-from .heads import head_columns, merge_heads, split_heads
-from .layer_args import check_layer_args
-from .ledger import trace_config, trace_shapes
+from .ledger import Ledger, head_contributions, head_outputs, trace_config, trace_shapes
 from .masks import causal_mask, padding_mask
 from .mha import (
-    head_contributions,
-    head_outputs,
+    head_columns,
+    merge_heads,
     multi_head_attention,
     multi_head_attention_per_head,
+    split_heads,
 )
 from .rope import apply_rope, rope_angles
-from .softmax import softmax
-from .trace import Tracer
+from .tiled import tiled_attention
+from .validate import BIAS_NAMES, DEFAULT_MAX_SCORE_BYTES, WEIGHT_NAMES, MemoryBudgetError
 
 __all__ = [
+    "BIAS_NAMES",
     "DEFAULT_MAX_SCORE_BYTES",
     "KVCache",
+    "Ledger",
     "MHAConfig",
     "MemoryBudgetError",
-    "Tracer",
+    "WEIGHT_NAMES",
     "apply_rope",
-    "blocked_attention",
     "causal_mask",
-    "check_layer_args",
     "count_macs",
     "count_params",
     "decode",
     "decode_step",
-    "flash_attention",
     "head_columns",
     "head_contributions",
     "head_outputs",
@@ -50,6 +50,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "softmax",
     "split_heads",
+    "tiled_attention",
     "trace_config",
     "trace_shapes",
 ]

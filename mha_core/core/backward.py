@@ -17,9 +17,11 @@ A masked score is ``-inf``, its weight is exactly 0, so its ``dscores`` is exact
 masks need no special case in the backward pass.
 
 Multi-head attention adds the projections, the split into heads, GQA's shared key/value heads
-(their gradient is the sum over the query heads of the group) and ``W_O``. Its forward is
-``mha_core.multi_head_attention``'s own (``mha.layer_forward``), asked to save the
-intermediate arrays the backward pass needs.
+(their gradient is the sum over the query heads that read them) and ``W_O``. ``mha_forward`` runs
+the layer's own pieces (``linear``, ``split_heads``, ``scaled_dot_product_attention``,
+``merge_heads``) in the layer's order and keeps every intermediate array; the tests check that
+its output is ``multi_head_attention``'s, and the shape ledger (``ledger.py``) lists the same
+intermediates.
 
 Symbols: ``B`` batch (optional), ``N_q``/``N_k``, ``h``, ``n_kv``, ``d_k``, ``d_v``, ``d_model``.
 """
@@ -31,10 +33,10 @@ from typing import Any
 import numpy as np
 
 from .attention import scaled_dot_product_attention
-from .checks import check_float_array
-from .heads import merge_heads, split_heads
-from .layer_args import check_layer_args
-from .mha import layer_forward
+from .masks import causal_mask
+from .mha import linear, merge_heads, split_heads
+from .rope import apply_rope
+from .validate import check_attention, check_float_array, check_layer, checked
 
 Saved = dict[str, Any]  # what a forward function saves for its backward: arrays and sizes by name
 
@@ -65,6 +67,7 @@ def _check_saved(saved, kind: str) -> Saved:
 # scaled dot-product attention
 
 
+@checked(check_attention)
 def attention_forward(
     q: np.ndarray,
     k: np.ndarray,
@@ -90,7 +93,7 @@ def attention_forward(
     saved : dict
         ``q, k, v, weights, scale``; pass it to ``attention_backward``.
     """
-    out, weights = scaled_dot_product_attention(q, k, v, mask, scale)  # validates every argument
+    out, weights = scaled_dot_product_attention.unchecked(q, k, v, mask, scale)
     scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else float(scale)
     return out, {"kind": "attention", "q": q, "k": k, "v": v, "weights": weights, "scale": scale}
 
@@ -126,36 +129,48 @@ def attention_backward(dout: np.ndarray, saved: Saved) -> dict[str, np.ndarray]:
 # multi-head attention
 
 
-def mha_forward(
-    x: np.ndarray,
-    params: dict[str, np.ndarray],
-    n_heads: int,
-    *,
-    x_kv: np.ndarray | None = None,
-    mask: np.ndarray | None = None,
-    causal: bool = False,
-    n_kv_heads: int | None = None,
-    head_mask: np.ndarray | None = None,
-) -> tuple[np.ndarray, Saved]:
-    """``multi_head_attention`` that also returns what its backward pass needs.
+def _check_mha_forward(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None,
+                       head_mask=None, rope_base=None) -> None:
+    check_layer(x, params, n_heads, x_kv=x_kv, mask=mask, causal=causal, n_kv_heads=n_kv_heads,
+                head_mask=head_mask, rope_base=rope_base, return_weights=True)
 
-    Takes the arguments of ``mha_core.multi_head_attention`` (see there) and validates them
-    the same way.
+
+@checked(_check_mha_forward)
+def mha_forward(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None, head_mask=None,
+                rope_base=None) -> tuple[np.ndarray, Saved]:
+    """``multi_head_attention`` that also returns every intermediate array, by its lesson name.
+
+    Takes the arguments of ``mha_core.multi_head_attention`` (without ``tiled``: the backward
+    pass needs the weights) and checks them the same way.
 
     Returns
     -------
     out : ndarray of the shape of ``x``, (N_q, d_model) or (B, N_q, d_model)
     saved : dict
-        Inputs and intermediates (``heads``, ``concat``, and under ``att`` what the attention
-        saved); pass it to ``mha_backward``. ``saved["weights"]`` has shape (..., h, N_q, N_k).
+        ``x, x_kv, Q, K, V`` (projections), ``q, k, v`` (heads, after RoPE; ``k, v`` repeated to
+        ``h`` heads for GQA), ``weights (..., h, N_q, N_k)``, ``heads (..., h, N_q, d_v)`` (after
+        ``head_mask``), ``concat (..., N_q, h*d_v)``, ``out``, and the sizes; pass it to
+        ``mha_backward``.
     """
-    cross = x_kv is not None
-    a = check_layer_args(x=x, params=params, n_heads=n_heads, x_kv=x_kv, mask=mask, causal=causal,
-                         n_kv_heads=n_kv_heads, head_mask=head_mask)
-    saved: Saved = {"kind": "mha"}
-    out, weights = layer_forward(a, keep_weights=True, saved=saved)  # the core's forward, saving its intermediates
-    saved.update(x=a.x, x_kv=a.x_kv, cross=cross, params=params, h=a.h, n_kv=a.n_kv, head_mask=a.head_mask,
-                 weights=weights, out_shape=out.shape)
+    x_kv_in, x_kv = x_kv, (x if x_kv is None else x_kv)
+    h, n_kv = n_heads, n_kv_heads or n_heads
+    Q, K, V = linear(x, params, "Q"), linear(x_kv, params, "K"), linear(x_kv, params, "V")  # (..., N, width)
+    q, k, v = split_heads.unchecked(Q, h), split_heads.unchecked(K, n_kv), split_heads.unchecked(V, n_kv)
+    if rope_base is not None:
+        q, k = apply_rope.unchecked(q, base=rope_base), apply_rope.unchecked(k, base=rope_base)
+    k, v = np.repeat(k, h // n_kv, axis=-3), np.repeat(v, h // n_kv, axis=-3)  # (..., h, N_k, d_k), (..., h, N_k, d_v)
+    if causal:
+        mask = causal_mask.unchecked(x.shape[-2], x_kv.shape[-2]) & (True if mask is None else mask)
+    kept, weights = scaled_dot_product_attention.unchecked(q, k, v, mask)  # (..., h, N_q, d_v), (..., h, N_q, N_k)
+    hm = None if head_mask is None else np.asarray(head_mask, x.dtype)
+    heads = kept if hm is None else kept * hm[:, None, None]  # (..., h, N_q, d_v)
+    concat = merge_heads.unchecked(heads)  # (..., N_q, h*d_v)
+    out = linear(concat, params, "O")  # (..., N_q, d_model)
+    saved: Saved = {"kind": "mha", "x": x, "x_kv": x_kv, "cross": x_kv_in is not None, "params": params, "h": h,
+                    "n_kv": n_kv, "head_mask": hm, "rope_base": rope_base, "Q": Q, "K": K, "V": V, "q": q, "k": k,
+                    "v": v, "weights": weights, "kept": kept, "heads": heads, "concat": concat, "out": out,
+                    "att": {"kind": "attention", "q": q, "k": k, "v": v, "weights": weights,
+                            "scale": 1.0 / np.sqrt(q.shape[-1])}}
     return out, saved
 
 
@@ -178,12 +193,14 @@ def mha_backward(dout: np.ndarray, saved: Saved) -> dict[str, np.ndarray]:
     head ``i`` would change.
     """
     c = _check_saved(saved, "mha")
+    if c["rope_base"] is not None:
+        raise ValueError("mha_backward does not differentiate through RoPE: call mha_forward without rope_base")
     p, x, x_kv, h, n_kv = c["params"], c["x"], c["x_kv"], c["h"], c["n_kv"]
-    dout = _check_dout(dout, c["out_shape"])
-    lead, n_q, n_k = x.shape[:-2], x.shape[-2], x_kv.shape[-2]
+    dout = _check_dout(dout, c["out"].shape)
+    lead, n_k = x.shape[:-2], x_kv.shape[-2]
     d_model, d_model_kv = x.shape[-1], x_kv.shape[-1]
-    heads, concat = c["heads"], c["concat"]
-    d_k, d_v = p["W_Q"].shape[1] // h, heads.shape[-1]
+    kept, concat = c["kept"], c["concat"]
+    d_k, d_v = p["W_Q"].shape[1] // h, kept.shape[-1]
     grads: dict[str, np.ndarray] = {}
 
     dout2 = dout.reshape(-1, d_model)  # (B*N_q, d_model)
@@ -191,16 +208,16 @@ def mha_backward(dout: np.ndarray, saved: Saved) -> dict[str, np.ndarray]:
     if "b_O" in p:
         grads["b_O"] = dout2.sum(0)  # (d_model,)
     dconcat = dout @ p["W_O"].T  # (..., N_q, d_model) @ (d_model, h*d_v) -> (..., N_q, h*d_v)
-    dkept = split_heads(dconcat, h)  # (..., h, N_q, d_v)
+    dheads = split_heads.unchecked(dconcat, h)  # (..., h, N_q, d_v)
     if c["head_mask"] is not None:
-        grads["head_mask"] = (dkept * heads).reshape(-1, h, n_q * d_v).sum((0, 2))  # (h,)
-        dkept = dkept * c["head_mask"][:, None, None]  # (..., h, N_q, d_v)
-    # to the shape the attention ran on: (..., h, N_q, d_v), or (..., n_kv, g, N_q, d_v) with GQA
-    dheads = dkept.reshape(*c["att"]["weights"].shape[:-1], d_v)
-    d = attention_backward(dheads, c["att"])  # q like dheads with d_k; k, v (..., n_kv(, 1), N_k, d)
-    dQ = merge_heads(d["q"].reshape(*lead, h, n_q, d_k))  # (..., N_q, h*d_k)
-    dK = merge_heads(d["k"].reshape(*lead, n_kv, n_k, d_k))  # (..., N_k, n_kv*d_k)
-    dV = merge_heads(d["v"].reshape(*lead, n_kv, n_k, d_v))  # (..., N_k, n_kv*d_v)
+        grads["head_mask"] = (dheads * kept).reshape(-1, h, kept.shape[-2] * d_v).sum((0, 2))  # (h,)
+        dheads = dheads * c["head_mask"][:, None, None]  # (..., h, N_q, d_v)
+    d = attention_backward(dheads, c["att"])  # q (..., h, N_q, d_k); k, v (..., h, N_k, d): every query head's
+    # GQA: key/value head j was repeated for its h/n_kv query heads, so its gradient is their sum
+    dk = d["k"].reshape(*lead, n_kv, h // n_kv, n_k, d_k).sum(-3)  # (..., n_kv, N_k, d_k)
+    dv = d["v"].reshape(*lead, n_kv, h // n_kv, n_k, d_v).sum(-3)  # (..., n_kv, N_k, d_v)
+    dQ = merge_heads.unchecked(d["q"])  # (..., N_q, h*d_k)
+    dK, dV = merge_heads.unchecked(dk), merge_heads.unchecked(dv)  # (..., N_k, n_kv*d_k), (..., N_k, n_kv*d_v)
 
     x2, xkv2 = x.reshape(-1, d_model), x_kv.reshape(-1, d_model_kv)  # (B*N_q, d_model), (B*N_k, d_model)
     grads["W_Q"] = x2.T @ dQ.reshape(-1, h * d_k)  # (d_model, B*N_q) @ (B*N_q, h*d_k)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .checks import FLOAT_DTYPES, check_positive_int
+from .validate import FLOAT_DTYPES, check_positive_int
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import check_positive_int
 from .config import MHAConfig
+from .validate import check_positive_int
 
 
 def _check_config(config) -> MHAConfig:

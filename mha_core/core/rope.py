@@ -24,22 +24,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import check_float_array
+from .validate import check_angles, check_apply, checked
 
 DEFAULT_ROPE_BASE = 10_000.0  # the RoFormer paper's base; Llama-style models store their own
 
 
-def check_rope(base, d_k) -> float:
-    """``base`` as a float if RoPE can use it with width ``d_k``: a number > 1 and an even d_k."""
-    if isinstance(d_k, bool) or not isinstance(d_k, (int, np.integer)) or d_k < 2 or d_k % 2:
-        raise ValueError(f"RoPE rotates pairs of dimensions: d_k must be a positive even int, got d_k={d_k!r}")
-    if isinstance(base, bool) or not isinstance(base, (int, float, np.integer, np.floating)):
-        raise TypeError(f"the RoPE base must be a number, got {type(base).__name__} {base!r}")
-    if not (np.isfinite(base) and base > 1):
-        raise ValueError(f"the RoPE base must be a finite number > 1, got {base}")
-    return float(base)
-
-
+@checked(check_angles)
 def rope_angles(positions, d_k: int, base: float = DEFAULT_ROPE_BASE) -> np.ndarray:
     """The rotation angle of every pair at every position, in float64.
 
@@ -54,14 +44,11 @@ def rope_angles(positions, d_k: int, base: float = DEFAULT_ROPE_BASE) -> np.ndar
     -------
     angles : ndarray of shape (N, d_k // 2), ``positions[:, None] * theta[None, :]``
     """
-    base = check_rope(base, d_k)
-    positions = np.asarray(positions)
-    if positions.ndim != 1 or not np.issubdtype(positions.dtype, np.integer):
-        raise ValueError(f"positions must be a 1-D int array, got dtype {positions.dtype} and shape {positions.shape}")
     theta = base ** (-np.arange(0, d_k, 2, dtype=np.float64) / d_k)  # (d_k/2,)
-    return positions.astype(np.float64)[:, None] * theta[None, :]  # (N, 1) * (1, d_k/2) -> (N, d_k/2)
+    return np.asarray(positions, np.float64)[:, None] * theta[None, :]  # (N, 1) * (1, d_k/2) -> (N, d_k/2)
 
 
+@checked(check_apply)
 def apply_rope(x, positions=None, base: float = DEFAULT_ROPE_BASE) -> np.ndarray:
     """Rotate every adjacent pair of ``x``'s last axis by its position's angle.
 
@@ -77,16 +64,8 @@ def apply_rope(x, positions=None, base: float = DEFAULT_ROPE_BASE) -> np.ndarray
     -------
     ndarray of the same shape and dtype as ``x``; each pair keeps its length.
     """
-    x = check_float_array(x, "x")
-    if x.ndim < 2:
-        raise ValueError(f"x must have shape (..., N, d_k), got shape {x.shape}")
-    n, d_k = x.shape[-2], x.shape[-1]
-    if positions is None:
-        positions = np.arange(n)
-    positions = np.asarray(positions)
-    if positions.shape != (n,):
-        raise ValueError(f"positions must have shape (N,) = ({n},), got {positions.shape}")
-    angles = rope_angles(positions, d_k, base)  # (N, d_k/2), float64 for accuracy at large p
+    positions = np.arange(x.shape[-2]) if positions is None else positions
+    angles = rope_angles.unchecked(positions, x.shape[-1], base)  # (N, d_k/2), float64 for accuracy at large p
     cos = np.cos(angles).astype(x.dtype)  # (N, d_k/2)
     sin = np.sin(angles).astype(x.dtype)  # (N, d_k/2)
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., N, d_k/2) each: the pairs' two coordinates

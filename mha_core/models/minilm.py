@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core import multi_head_attention
-from ..core.layer_args import BIAS_NAMES, WEIGHT_NAMES
+from ..core.validate import BIAS_NAMES, WEIGHT_NAMES
 from .blocks import embed, gelu_mlp, layer_norm
 from .model import Forward, Model, ModelFetchError
 

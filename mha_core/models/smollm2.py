@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core import decode_step, head_contributions, init_kv_cache, multi_head_attention, prefill
-from ..core.layer_args import WEIGHT_NAMES
+from ..core.validate import WEIGHT_NAMES
 from .blocks import embed, rms_norm, swiglu
 from .model import Forward, Model, ModelFetchError
 

@@ -26,8 +26,8 @@ from functools import partial
 
 import numpy as np
 
-from ..core.layer_args import BIAS_NAMES, WEIGHT_NAMES
 from ..core.mha import multi_head_attention
+from ..core.validate import BIAS_NAMES, WEIGHT_NAMES
 from ..models import blocks
 from .exercises import Feedback, _call, _copy_args, _not_attempted
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..core.checks import check_positive_int
+from ..core.validate import check_positive_int
 
 SENTENCE: tuple[str, ...] = tuple(
     "The animal did not cross the street because it was too tired , "

@@ -50,14 +50,12 @@ from itertools import combinations
 
 import numpy as np
 
-from ..core.attention import scaled_dot_product_attention
+from ..core.attention import scaled_dot_product_attention, softmax
 from ..core.config import MHAConfig, init_params
 from ..core.counts import count_macs, count_params, kv_cache_bytes
-from ..core.heads import merge_heads, split_heads
-from ..core.layer_args import WEIGHT_NAMES
 from ..core.masks import causal_mask
-from ..core.mha import multi_head_attention
-from ..core.softmax import softmax
+from ..core.mha import merge_heads, multi_head_attention, split_heads
+from ..core.validate import WEIGHT_NAMES
 from . import pitfalls
 from .diagnosis import LibraryWatch, explain_error
 from .pitfalls import PITFALLS

@@ -23,13 +23,18 @@ from types import MappingProxyType
 
 import numpy as np
 
-from ..core.attention import scaled_dot_product_attention
-from ..core.checks import check_float_array, check_mask, check_positive_int
-from ..core.heads import merge_heads, split_heads
-from ..core.layer_args import BIAS_NAMES, WEIGHT_NAMES, check_layer_args
+from ..core.attention import scaled_dot_product_attention, softmax
+from ..core.ledger import head_outputs
 from ..core.masks import causal_mask
-from ..core.mha import head_outputs
-from ..core.softmax import softmax
+from ..core.mha import merge_heads, split_heads
+from ..core.validate import (
+    BIAS_NAMES,
+    WEIGHT_NAMES,
+    check_float_array,
+    check_layer,
+    check_mask,
+    check_positive_int,
+)
 
 __all__ = [
     "PITFALLS",
@@ -464,7 +469,7 @@ def layer_with(x, params, n_heads, causal: bool = False, *, split: bool = False,
     """
     if any(b in params for b in BIAS_NAMES):
         raise ValueError("params must have no biases for the whole-layer pitfalls")
-    check_layer_args(x=x, params=params, n_heads=n_heads, causal=causal)
+    check_layer(x, params, n_heads, causal=causal)
     W = {w: params[w].T if w in transposed else params[w] for w in WEIGHT_NAMES}  # (d_model, d_model) each
     split_fn = split_heads_without_transpose if split else split_heads
     q, k, v = (split_fn(x @ W[w], n_heads) for w in ("W_Q", "W_K", "W_V"))  # (..., h, N, d_k)

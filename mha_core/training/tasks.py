@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.checks import check_positive_int
 from ..core.config import as_rng
+from ..core.validate import check_positive_int
 
 # Target value of a position the task leaves undefined (nothing to read that far back).
 IGNORE = -1

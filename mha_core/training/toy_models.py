@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.checks import check_positive_int
+from ..core.validate import check_positive_int
 from .tasks import OffsetPairTask
 from .trainer import (
     ModelConfig,

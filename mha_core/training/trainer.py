@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..core.backward import mha_backward, mha_forward
-from ..core.checks import check_positive_int
 from ..core.config import MHAConfig, as_rng, init_params
+from ..core.validate import check_positive_int
 from .tasks import IGNORE, OffsetPairTask
 
 ATTENTION_NAMES = ("W_Q", "W_K", "W_V", "W_O")

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import ipywidgets as widgets
 
-from ..core.checks import check_positive_int
+from ..core.validate import check_positive_int
 
 # The cost and KV plots are shown at 96 CSS px per inch of figure, so a 10 pt font reads as 10 pt
 # on the page (at 80 dpi it read as 8.3 pt). They are drawn at PIXEL_RATIO times that many pixels

@@ -9,9 +9,9 @@ from __future__ import annotations
 import ipywidgets as widgets
 import numpy as np
 
-from ..core.checks import check_positive_int
 from ..core.config import MHAConfig
 from ..core.counts import count_macs, count_params
+from ..core.validate import check_positive_int
 from .controls import (
     MAX_HEADS,
     PANEL_DPI,

@@ -21,10 +21,10 @@ from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 from matplotlib.ticker import FuncFormatter, NullLocator
 from threadpoolctl import threadpool_limits
 
+from ..core.attention import softmax
 from ..core.config import MHAConfig
 from ..core.decode import KVCache, decode_step
-from ..core.layer_args import check_layer_args
-from ..core.softmax import softmax
+from ..core.validate import check_layer
 from .viz import plain_log_ticks, show_figure
 
 GiB = 2**30
@@ -440,7 +440,7 @@ def profile_decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCa
         concat @ params["W_O"]  # (h*d_v,) @ (h*d_v, d_model)
 
     def checks_and_write():
-        check_layer_args(x=x_t[None, :], params=params, n_heads=n_heads, n_kv_heads=n_kv_heads, scores=False)
+        check_layer(x_t[None, :], params, n_heads, n_kv_heads=n_kv_heads, tiled=True)  # the checks of one step
         cache.K[..., t, :] = new_k  # (n_kv, d_k) into the preallocated cache
         cache.V[..., t, :] = new_v  # (n_kv, d_v)
 

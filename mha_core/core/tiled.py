@@ -1,0 +1,138 @@
+"""Attention without the N_q x N_k score matrix: tiles of keys and an online softmax (lesson 11).
+
+``scaled_dot_product_attention`` holds every score at once: ``h * N^2`` numbers, 16 GiB at h=8,
+N=32,768 in float32. Each output row is only a weighted average of V's rows, and a weighted
+average can be accumulated one tile of keys at a time if each query row keeps three running
+numbers (Milakov & Gimelshein 2018):
+
+    m  the largest score so far                   (..., rows, 1)
+    l  the sum of exp(score - m) so far           (..., rows, 1)
+    o  the sum of exp(score - m) * v so far       (..., rows, d_v)
+
+A tile with scores ``s`` raises the max to ``m_new``; ``alpha = exp(m - m_new)`` rescales what was
+summed against the old max, and at the end ``out = o / l``. Queries are taken a block at a time,
+so the largest array alive is one (block_q, block_k) tile of scores: this is the loop of
+FlashAttention (Dao et al. 2022). With ``causal``, tiles whose keys all come after the block's
+last query are skipped, not masked.
+
+One speed choice beyond the loop: query blocks are independent, so worker threads share them
+(as GPU thread blocks do), each with its BLAS on one thread (``share``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from threadpoolctl import ThreadpoolController
+
+from .validate import check_tiled, checked
+
+BLOCK_Q = 128  # query rows per block; a (8 heads, 128, 256) float32 tile of scores is 1 MiB,
+BLOCK_K = 256  # keys per tile: small enough to stay in a core's cache (benchmarks/README.md)
+
+
+@checked(check_tiled)
+def tiled_attention(q, k, v, mask=None, *, causal=False, block_q=BLOCK_Q, block_k=BLOCK_K, threads=None,
+                    max_bytes=None):
+    """``softmax(q k^T / sqrt(d_k)) v``, tile by tile; equal to ``scaled_dot_product_attention``.
+
+    Parameters
+    ----------
+    q : ndarray of shape (..., N_q, d_k)
+    k : ndarray of shape (..., N_k, d_k)
+    v : ndarray of shape (..., N_k, d_v)
+    mask : bool ndarray broadcastable to (..., N_q, N_k), optional
+        True = may attend. A query with no allowed key outputs zeros.
+    causal : bool, default False
+        Query ``i`` may attend key ``j`` only when ``j <= i + (N_k - N_q)`` (``causal_mask``),
+        ANDed with ``mask``; no N_q x N_k mask is ever built.
+    block_q, block_k : int, default 128, 256
+        Query rows per block and keys per tile.
+    threads : int, optional
+        Worker threads sharing the query blocks; default as many as numpy's BLAS would use (so
+        ``OPENBLAS_NUM_THREADS=1`` means one).
+    max_bytes : int, optional
+        Refuse (``MemoryBudgetError``) a tile of scores larger than this; default 2 GiB.
+
+    Returns
+    -------
+    out : ndarray of shape (..., N_q, d_v). No weights: they are never stored.
+    """
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    out = np.empty((*lead, q.shape[-2], v.shape[-1]), q.dtype)  # (..., N_q, d_v)
+
+    def one_block(r0):  # query rows r0 : r0 + block_q
+        out[..., r0:r0 + block_q, :] = query_block(q, k, v, mask, causal, r0, block_q, block_k)
+
+    share(one_block, range(0, q.shape[-2], block_q), threads)
+    return out
+
+
+def query_block(q, k, v, mask, causal, r0, block_q, block_k):  # -> (..., rows, d_v)
+    """The online softmax for query rows ``r0 : r0 + block_q``, over tiles of ``block_k`` keys."""
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    q_blk = q[..., r0:r0 + block_q, :] / np.sqrt(q.shape[-1])  # (..., rows, d_k), scaled once
+    m = np.full((*q_blk.shape[:-1], 1), -np.inf, q.dtype)  # (..., rows, 1) running max
+    l = np.zeros_like(m)  # noqa: E741 (the texts' letter)  (..., rows, 1) running sum
+    o = np.zeros((*q_blk.shape[:-1], v.shape[-1]), q.dtype)  # (..., rows, d_v) running weighted sum
+    last_key = min(n_k, r0 + q_blk.shape[-2] + n_k - n_q) if causal else n_k  # causal: later keys unseen
+    for c0 in range(0, last_key, block_k):
+        tile = slice(c0, c0 + block_k)
+        s = q_blk @ np.swapaxes(k[..., tile, :], -1, -2)  # (..., rows, d_k) @ (..., d_k, cols) -> (..., rows, cols)
+        allowed = tile_mask(mask, causal, n_k - n_q, r0, s.shape[-2], c0, s.shape[-1])  # None: all allowed
+        if allowed is not None:
+            s = np.where(allowed, s, -np.inf)  # (..., rows, cols); not allowed -> weight 0
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., rows, 1); -inf: no key allowed yet
+        shift = np.where(np.isfinite(m_new), m_new, 0)  # (..., rows, 1); avoids inf - inf
+        alpha = np.exp(m - shift)  # (..., rows, 1), <= 1: rescales the old sums (0 on the first tile)
+        p = np.exp(s - shift)  # (..., rows, cols), every entry in [0, 1]
+        l = alpha * l + p.sum(axis=-1, keepdims=True)  # noqa: E741  (..., rows, 1)
+        o = alpha * o + p @ v[..., tile, :]  # (..., rows, d_v) + (..., rows, cols) @ (..., cols, d_v)
+        m = m_new
+    return o / np.where(l > 0, l, 1)  # (..., rows, d_v); a row with no allowed key stays 0
+
+
+def tile_mask(mask, causal, offset, r0, rows, c0, cols):  # -> bool (..., rows, cols) or None
+    """The allowed entries of the tile (query rows ``r0 : r0+rows``, keys ``c0 : c0+cols``), or None
+    if all are allowed. The causal part (key ``j`` <= query ``i`` + ``offset``) is built for this
+    tile only."""
+    allowed = None
+    if mask is not None:  # slice only the axes the mask really has (it may broadcast)
+        r = slice(r0, r0 + rows) if mask.ndim >= 2 and mask.shape[-2] != 1 else slice(None)
+        c = slice(c0, c0 + cols) if mask.shape[-1] != 1 else slice(None)
+        allowed = mask[..., r, c]  # (..., rows or 1, cols or 1)
+    if causal and c0 + cols - 1 > r0 + offset:  # some key of the tile comes after some query
+        tri = np.arange(c0, c0 + cols)[None, :] <= np.arange(r0, r0 + rows)[:, None] + offset  # (rows, cols)
+        allowed = tri if allowed is None else allowed & tri
+    return allowed
+
+
+def share(work, items, threads=None) -> None:
+    """``work(item)`` for every item, on ``threads`` worker threads (default ``blas_threads()``),
+    each with its BLAS held to one thread so two workers never both ask for every core. numpy
+    releases the GIL in its matmuls and ufuncs, so the workers really run side by side."""
+    items = list(items)
+    n = min(len(items), blas_threads() if threads is None else threads)
+    with _blas().limit(limits=1, user_api="blas"):
+        if n == 1:
+            for item in items:
+                work(item)
+        else:
+            with ThreadPoolExecutor(n) as pool:
+                list(pool.map(work, items))  # list(): re-raises a worker's error here
+
+
+def blas_threads() -> int:
+    """The threads numpy's BLAS would use now (``OPENBLAS_NUM_THREADS``, ``threadpool_limits``)."""
+    counts = [lib.num_threads for lib in _blas().lib_controllers if lib.user_api == "blas" and "numpy" in lib.filepath]
+    return max(1, min(counts)) if counts else os.cpu_count() or 1
+
+
+@functools.cache
+def _blas() -> ThreadpoolController:
+    """threadpoolctl's handles on the loaded BLAS libraries, found once (a scan of every loaded
+    library, about 1 ms; reading or setting a thread count through them takes microseconds)."""
+    return ThreadpoolController()
