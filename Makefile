@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml $(shell find share etc -type f)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install -e ".[test]"
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (mha)"
-	$(BIN)/python -m mha_core.ui.serve  # templates + settings into .venv (editable installs skip data files)
+	$(BIN)/python -m mha_serve  # templates + settings into .venv (editable installs skip data files)
 	touch $(STAMP)
 
 venv: $(STAMP)  ## create .venv and install the project (test and dashboard do this when needed)
@@ -101,12 +101,12 @@ dashboard: $(STAMP)  ## serve the Voila dashboard on http://127.0.0.1:PORT (defa
 # students arrive (Voila's preheated pool sized to SEATS, warmed a core's worth at a time), so each
 # student's page comes from a warm kernel. Prints the memory plan, refuses a SEATS that does not fit
 # (saying how many would), and prints "Classroom ready: N of N seats warmed in T s" when it is.
-# The pool is topped up during the class without starving the students' kernels (mha_core/ui/serve.py).
+# The pool is topped up during the class without starving the students' kernels (mha_serve/kernels.py).
 # Start it a few minutes before class: warming takes ~2-4 CPU-seconds a seat (docs/dashboard.md).
 SEATS ?= 60
 classroom: $(STAMP)  ## serve the dashboard to SEATS students (default 60), every seat warmed before the bell
 	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
-	$(BIN)/python -m mha_core.ui.serve classroom --seats=$(SEATS) --port=$(PORT)
+	$(BIN)/python -m mha_serve classroom --seats=$(SEATS) --port=$(PORT)
 
 # The reveal.js slides: the same notebook (arrow keys), offline template `mha-reveal`.
 slides: $(STAMP)  ## the dashboard as reveal.js slides (for the projector) on the same port

@@ -46,13 +46,16 @@ imports itself back through others. ``tests/test_architecture.py`` checks all of
         head_grid         HeadGrid, head_grid_figure      per-head heatmaps drawn in the kernel (PNG)
         heatmap_widget    HeatmapGrid                     per-head heatmaps drawn in the browser (hover, click)
         real_head_figures maps_figure, score_grid_figure  real models' heads for the notebooks
-        controls          Guarded*, Panel                 what every panel shares
+        controls          Guarded*, Panel, compute_here   what every panel shares
         shapes_panel      shape_explorer                  B, N, d_model, h -> ledger and boxes
         heads_panel       head_explorer                   h, N, mask, query -> per-head heatmaps
         cost_panel        cost_panel                      params and MACs against N and h
         kv_panel          kv_cache_panel                  n_kv from MHA to MQA -> KV-cache bytes
         real_heads_panel  real_heads_panel                two pretrained models on your sentence
-        serve             python -m mha_core.ui.serve     installs the dashboard's Voila template
+
+Serving the dashboard to a class (the kernel manager, classroom mode, the cache shared by every
+kernel, the Voila and JupyterHub settings) is the separate package ``mha_serve``, which imports
+``mha_core``; no module of ``mha_core`` imports it, nor Jupyter Server, Tornado or Voila.
 
 Conventions: ``Q = X @ W_Q`` with ``W_Q`` of shape ``(d_model, h*d_k)``; inputs ``(N, d_model)``
 or ``(B, N, d_model)``; symbols ``B, N, d_model, h, d_k, d_v, n_kv`` throughout.

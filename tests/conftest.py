@@ -34,7 +34,7 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
-    # The panels' shared results (mha_core.ui.shared_cache) go to a folder of this run, so no test
+    # The panels' shared results (mha_serve.shared_cache) go to a folder of this run, so no test
     # reads a result left by another run or by the user's dashboard; servers started by tests inherit it.
     if "MHA_SHARED_CACHE" not in os.environ:
         import tempfile

@@ -1,5 +1,7 @@
 """The folder tree is the architecture: the core imports none of the other subpackages, and no
-module of the package imports itself back through others (no import cycle)."""
+module of the package imports itself back through others (no import cycle). The lesson's package
+serves nothing: no module of ``mha_core`` imports Jupyter Server, Tornado, Voila or ``mha_serve``
+(the serving package, which imports ``mha_core``)."""
 
 from __future__ import annotations
 
@@ -106,3 +108,46 @@ def test_subpackages_import_only_what_the_package_docstring_allows():
             other = target.split(".")[1] if target.count(".") else None
             if sub and other and other != sub:
                 assert other in ALLOWED[sub], f"{name} imports {target}"
+
+
+# The serving side: the classroom server's libraries and the package that holds its glue.
+SERVING = {"jupyter_server", "tornado", "voila", "mha_serve"}
+REPO = PACKAGE.parent
+
+
+def _serving_imports(modules: dict[str, Path], root: Path = REPO) -> list[str]:
+    return [f"{name} imports {m}" for name, path in modules.items() for m in _imported_modules(path, root, modules)
+            if m.split(".")[0] in SERVING]
+
+
+def test_the_lesson_package_imports_no_server_and_not_mha_serve():
+    """``mha_core`` is the course: the kernel manager, the shared cache and the Voila and
+    JupyterHub glue live in ``mha_serve``, which may import ``mha_core``, never the reverse."""
+    assert len(MODULES) > 30
+    assert _serving_imports(MODULES) == []
+
+
+def test_the_serving_check_sees_imports_inside_functions(tmp_path):
+    pkg = tmp_path / "mha_core" / "ui"
+    pkg.mkdir(parents=True)
+    (pkg / "panel.py").write_text("def show():\n    from mha_serve.shared_cache import shared\n")
+    (pkg / "app.py").write_text("import numpy\n\n\ndef serve():\n    import tornado.web\n"
+                                "    from jupyter_server.services import kernels\n")
+    (pkg / "fine.py").write_text("from .panel import show\n")
+    modules = {_module_name(p, tmp_path): p for p in pkg.glob("*.py")}
+    assert sorted(_serving_imports(modules, tmp_path)) == [
+        "mha_core.ui.app imports jupyter_server.services", "mha_core.ui.app imports tornado.web",
+        "mha_core.ui.panel imports mha_serve.shared_cache"]
+
+
+def test_only_the_served_page_imports_mha_serve():
+    """The lessons are the course too: of the notebooks, only the dashboard Voila serves to a
+    class reads mha_serve (its shared cache)."""
+    import json
+
+    readers = []
+    for nb in sorted((REPO / "notebooks").rglob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        if any("mha_serve" in "".join(c["source"]) for c in cells if c["cell_type"] == "code"):
+            readers.append(nb.relative_to(REPO).as_posix())
+    assert readers == ["notebooks/dashboard.ipynb"]

@@ -897,7 +897,7 @@ def test_server_extension_route_gets_the_same_settings(browser):
         assert "shape_explorer()" not in page.content()
         assert "mha_page" not in page.content() and page.locator(".mha-panel").count() == 5
         page.close()
-        assert "Kernel cap 80" in srv.log()  # mha_core.ui.serve.BoundedKernelManager is in charge
+        assert "Kernel cap 80" in srv.log()  # mha_serve.kernels.BoundedKernelManager is in charge
 
 
 def test_slides_work_offline(browser):

@@ -292,13 +292,13 @@ def test_classroom_mode():
     anywidget time-out) and answer a slider; prints the warming time, the time from arrival to the
     first figure (p50, p90, max), the slider latency (p50, p90) and the memory. The targets (p90
     to the first figure <= 5 s, slider p90 <= 300 ms) belong to the benchmark report, not here."""
-    from mha_core.ui import serve
+    from mha_serve import classroom
 
-    plan = serve.classroom_plan(SESSIONS)
+    plan = classroom.classroom_plan(SESSIONS)
     assert plan.fits, plan.refusal()
     # As in the test above: closed tabs' kernels go after 20 s, and pages get 240 s to connect
     # (the harness's browsers share the server's 2 cores; a student's device connects in a second).
-    args = (*serve.classroom_options(SESSIONS), "--BoundedKernelManager.disconnect_grace=20",
+    args = (*classroom.classroom_options(SESSIONS), "--BoundedKernelManager.disconnect_grace=20",
             "--BoundedKernelManager.connect_grace=240")
     t_start = time.monotonic()
     with voila_server(*args) as srv:

@@ -83,7 +83,7 @@ def _notebook_sources(out: Path) -> list[Path]:
 
 
 def test_no_module_needs_a_newer_python_than_requires_python(tmp_path):
-    """vermin (a test dependency) finds the minimum Python of every module of the package, the
+    """vermin (a test dependency) finds the minimum Python of every module of the packages, the
     tests, the scripts, the benchmarks and every notebook's code, and checks it against
     ``requires-python``. A 3.11 feature (``tomllib``, ``except*``, ...) fails here, naming the file."""
     vermin = shutil.which("vermin", path=str(Path(sys.executable).parent)) or shutil.which("vermin")
@@ -91,7 +91,7 @@ def test_no_module_needs_a_newer_python_than_requires_python(tmp_path):
         pytest.skip("vermin is not installed: pip install -e '.[test]' (make test does this)")
     spec = SpecifierSet(_requires_python())
     lowest = min(s.version for s in spec if s.operator == ">=")
-    targets = ["mha_core", "tests", "scripts", "benchmarks", *map(str, _notebook_sources(tmp_path))]
+    targets = ["mha_core", "mha_serve", "tests", "scripts", "benchmarks", *map(str, _notebook_sources(tmp_path))]
     proc = subprocess.run([vermin, "--no-tips", "--violations", "--eval-annotations", f"-t={lowest}-",
                            *targets], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"needs a newer Python than requires-python {spec}:\n{proc.stdout}{proc.stderr}"

@@ -1,4 +1,4 @@
-"""mha_core.ui.serve: the kernel cap, the graces' settings, and the installed Jupyter files.
+"""mha_serve: the kernel cap, the graces' settings, classroom mode, and the installed Jupyter files.
 
 The cap and the graces are exercised against real servers by tests/test_dashboard_load.py
 (GET flood) and tests/test_dashboard_browser.py (every route); here, what needs no server.
@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from mha_core.ui import serve
+from mha_serve import classroom, install, kernels
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,9 +25,9 @@ else:  # pragma: no cover
 
 
 def test_cap_refuses_with_503_before_starting_anything():
-    km = serve.BoundedKernelManager(max_kernels=1)
+    km = kernels.BoundedKernelManager(max_kernels=1)
     km._starting = 1  # one start in flight fills the cap
-    with pytest.raises(serve.KernelCapReached) as err:
+    with pytest.raises(kernels.KernelCapReached) as err:
         asyncio.run(km.start_kernel(kernel_name="python3"))
     assert err.value.status_code == 503
     assert "busy" in err.value.reason
@@ -36,7 +37,7 @@ def test_cap_refuses_with_503_before_starting_anything():
 def test_a_closed_websocket_is_not_buffered():
     """jupyter_server would keep every later message of a kernel whose socket closed, unbounded;
     the dashboard's manager closes the streams instead (the browser test saw the server reach 14 GB)."""
-    km = serve.BoundedKernelManager()
+    km = kernels.BoundedKernelManager()
     assert km.buffer_offline_messages is False
     closed = []
 
@@ -53,11 +54,11 @@ def test_a_closed_websocket_is_not_buffered():
                                               ("disconnect_grace", -5.0), ("check_interval", 0.0)])
 def test_settings_are_validated(trait, value):
     with pytest.raises(ValueError, match=trait):
-        serve.BoundedKernelManager(**{trait: value})
+        kernels.BoundedKernelManager(**{trait: value})
 
 
 def test_reaper_leaves_connected_and_unknown_kernels_alone():
-    km = serve.BoundedKernelManager(connect_grace=0.01)
+    km = kernels.BoundedKernelManager(connect_grace=0.01)
 
     class Kernel:
         execution_state = "idle"
@@ -72,8 +73,8 @@ def test_reaper_leaves_connected_and_unknown_kernels_alone():
 
 
 def test_installed_files_match_the_wheel_data_files(tmp_path):
-    """`python -m mha_core.ui.serve` (editable installs) copies exactly what a wheel installs."""
-    written = serve.install_jupyter_files(prefix=tmp_path, root=REPO)
+    """`python -m mha_serve` (editable installs) copies exactly what a wheel installs."""
+    written = install.install_jupyter_files(prefix=tmp_path, root=REPO)
     installed = sorted(str(Path(p).relative_to(tmp_path)) for p in written)
     data_files = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
     from_wheel = sorted(f"{dst}/{path.name}" for dst, patterns in data_files.items()
@@ -81,30 +82,60 @@ def test_installed_files_match_the_wheel_data_files(tmp_path):
     assert installed == from_wheel
     voila = json.loads((tmp_path / "etc" / "jupyter" / "voila.json").read_text())
     assert voila["VoilaConfiguration"]["template"] == "mha"
-    assert voila["VoilaConfiguration"]["multi_kernel_manager_class"] == "mha_core.ui.serve.BoundedKernelManager"
-    assert voila["BoundedKernelManager"]["max_kernels"] == serve.DEFAULT_MAX_KERNELS
+    assert voila["VoilaConfiguration"]["multi_kernel_manager_class"] == "mha_serve.kernels.BoundedKernelManager"
+    assert voila["BoundedKernelManager"]["max_kernels"] == kernels.DEFAULT_MAX_KERNELS
     assert (tmp_path / "share/jupyter/voila/templates/mha/503.html").is_file()
+
+
+def test_the_settings_name_the_kernel_manager_of_mha_serve():
+    """voila.json and jupyter_server_config.json name a class that imports: the manager here."""
+    from traitlets.utils.importstring import import_item
+
+    for name, section, key in (("voila.json", "VoilaConfiguration", "multi_kernel_manager_class"),
+                               ("jupyter_server_config.json", "ServerApp", "kernel_manager_class")):
+        dotted = json.loads((REPO / "etc" / "jupyter" / name).read_text())[section][key]
+        assert import_item(dotted) is kernels.BoundedKernelManager, f"{name}: {dotted}"
+
+
+def test_python_m_mha_serve_classroom_is_classroom_mode(monkeypatch):
+    from mha_serve.__main__ import main
+
+    monkeypatch.setattr(classroom, "available_mb", lambda: 1_000)
+    monkeypatch.setattr(classroom, "shared_weights_mb", lambda: 600)
+    with pytest.raises(SystemExit) as err:
+        main(["classroom", "--seats", "60"])
+    assert "SEATS=60 does not fit" in str(err.value)
+
+
+def test_the_shared_cache_loads_no_server():
+    """A dashboard kernel imports mha_serve.shared_cache: that must not bring in Jupyter Server,
+    Tornado or Voila (memory in each of a class's kernels)."""
+    code = ("import sys, mha_serve.shared_cache\n"
+            "print(sorted(m for m in ('jupyter_server', 'tornado', 'voila') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"
 
 
 def test_install_needs_the_repository_root(tmp_path):
     with pytest.raises(FileNotFoundError, match="root="):
-        serve.install_jupyter_files(prefix=tmp_path, root=tmp_path)
+        install.install_jupyter_files(prefix=tmp_path, root=tmp_path)
 
 
 def test_a_pool_start_refused_at_the_cap_is_retried_when_there_is_room():
-    km = serve.BoundedKernelManager(max_kernels=2)
+    km = kernels.BoundedKernelManager(max_kernels=2)
     refills = []
     km.fill_if_needed = lambda delay, notebook_name: refills.append(notebook_name)  # voila's pool API
 
     async def scenario():
         refused = asyncio.get_running_loop().create_future()
-        refused.set_exception(serve.KernelCapReached(2))
+        refused.set_exception(kernels.KernelCapReached(2))
         km._pools = {"nb.ipynb": [refused]}
         km._starting = 2  # at the cap: the refused entry goes, no refill yet
         await km.reap_unconnected()
         assert km._pools["nb.ipynb"] == [] and refills == []
         again = asyncio.get_running_loop().create_future()
-        again.set_exception(serve.KernelCapReached(2))
+        again.set_exception(kernels.KernelCapReached(2))
         km._pools["nb.ipynb"].append(again)
         km._starting = 0  # room again: refill
         await km.reap_unconnected()
@@ -116,14 +147,14 @@ def test_a_pool_start_refused_at_the_cap_is_retried_when_there_is_room():
 # -- classroom mode ---------------------------------------------------------------------------------
 
 def test_classroom_plan_fits_and_refuses_naming_how_many_would():
-    plan = serve.classroom_plan(60, available=22_000, shared=600)
+    plan = classroom.classroom_plan(60, available=22_000, shared=600)
     assert plan.max_kernels == 66 and plan.fits
-    assert plan.needed_mb == 66 * serve.KERNEL_MB + 600 + serve.SERVER_MB
-    small = serve.classroom_plan(60, available=4_000, shared=600)
+    assert plan.needed_mb == 66 * classroom.KERNEL_MB + 600 + classroom.SERVER_MB
+    small = classroom.classroom_plan(60, available=4_000, shared=600)
     assert not small.fits
     # the largest class that fits does fit, and one more does not
-    assert serve.classroom_plan(small.most_seats, available=4_000, shared=600).fits
-    assert not serve.classroom_plan(small.most_seats + 1, available=4_000, shared=600).fits
+    assert classroom.classroom_plan(small.most_seats, available=4_000, shared=600).fits
+    assert not classroom.classroom_plan(small.most_seats + 1, available=4_000, shared=600).fits
     message = small.refusal()
     assert message.startswith("SEATS=60 does not fit") and f"At most {small.most_seats} seats fit" in message
     assert "3.9 GB available" in message
@@ -132,21 +163,21 @@ def test_classroom_plan_fits_and_refuses_naming_how_many_would():
 @pytest.mark.parametrize(("seats", "error"), [(0, ValueError), (-3, ValueError), (2.5, TypeError), (True, TypeError)])
 def test_classroom_plan_validates_seats(seats, error):
     with pytest.raises(error, match="seats"):
-        serve.classroom_plan(seats, available=1000, shared=0)
+        classroom.classroom_plan(seats, available=1000, shared=0)
 
 
 def test_classroom_command_sizes_the_pool_to_the_class():
-    cmd = serve.classroom_command(60, 9999)
+    cmd = classroom.classroom_command(60, 9999)
     assert "--pool_size=60" in cmd and "--preheat_kernel=True" in cmd and "--port=9999" in cmd
     assert "--BoundedKernelManager.max_kernels=66" in cmd
     assert any(a.startswith("--BoundedKernelManager.warm_concurrency=") for a in cmd)
 
 
 def test_classroom_refuses_a_class_that_does_not_fit(monkeypatch, capsys):
-    monkeypatch.setattr(serve, "available_mb", lambda: 1_000)
-    monkeypatch.setattr(serve, "shared_weights_mb", lambda: 600)
+    monkeypatch.setattr(classroom, "available_mb", lambda: 1_000)
+    monkeypatch.setattr(classroom, "shared_weights_mb", lambda: 600)
     with pytest.raises(SystemExit) as err:
-        serve.classroom(["--seats", "60"])
+        classroom.classroom(["--seats", "60"])
     assert "SEATS=60 does not fit" in str(err.value) and "At most 0 seats fit" in str(err.value)
 
 
@@ -174,7 +205,7 @@ def _pool_entry(rendered: bool):
 
 
 def test_warm_slots_hold_pooled_starts_until_one_finishes_warming():
-    km = serve.BoundedKernelManager(warm_concurrency=1, refill_patience=0)
+    km = kernels.BoundedKernelManager(warm_concurrency=1, refill_patience=0)
     km._pools = {"dashboard.ipynb": [_pool_entry(rendered=False)]}
     assert km.warming() == 1 and km.warmed() == 0
 
@@ -191,7 +222,7 @@ def test_warm_slots_hold_pooled_starts_until_one_finishes_warming():
 
 
 def test_a_refill_waits_for_busy_students_at_most_refill_patience():
-    km = serve.BoundedKernelManager(warm_concurrency=2, refill_patience=0.6)
+    km = kernels.BoundedKernelManager(warm_concurrency=2, refill_patience=0.6)
 
     class Busy:
         execution_state = "busy"
@@ -213,7 +244,7 @@ async def _timed(aw) -> float:
 
 
 def test_ready_is_printed_once_when_every_seat_is_warm(capsys):
-    km = serve.BoundedKernelManager()
+    km = kernels.BoundedKernelManager()
     km.kernel_pools_config = {"default": {"pool_size": 2}}
     km._pools = {"dashboard.ipynb": [_pool_entry(True), _pool_entry(False)]}
     km._report_ready()
@@ -228,7 +259,7 @@ def test_ready_is_printed_once_when_every_seat_is_warm(capsys):
 @pytest.mark.parametrize(("trait", "value"), [("warm_concurrency", -1), ("refill_patience", -0.5)])
 def test_classroom_settings_are_validated(trait, value):
     with pytest.raises(ValueError, match=trait):
-        serve.BoundedKernelManager(**{trait: value})
+        kernels.BoundedKernelManager(**{trait: value})
 
 
 # -- the page's template: anywidget's load limit ----------------------------------------------------
@@ -255,7 +286,7 @@ def test_a_kernel_handed_out_by_the_pool_is_not_culled_for_its_warm_up_age():
     or the 10-minute idle cull would shut it down under the student (seen in the classroom test)."""
     from datetime import datetime, timedelta, timezone
 
-    km = serve.BoundedKernelManager(cull_idle_timeout=600)
+    km = kernels.BoundedKernelManager(cull_idle_timeout=600)
 
     class Kernel:
         execution_state = "idle"
@@ -277,4 +308,4 @@ def test_a_kernel_handed_out_by_the_pool_is_not_culled_for_its_warm_up_age():
     km._kernel_connections["k"] = 0
     asyncio.run(km.cull_kernel_if_idle("k"))
     assert culled == []
-    assert serve._seconds_since(km._kernels["k"].last_activity) < 5
+    assert kernels._seconds_since(km._kernels["k"].last_activity) < 5

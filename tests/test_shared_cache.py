@@ -1,4 +1,7 @@
-"""mha_core.ui.shared_cache: results computed once by mha_core, read by every other kernel."""
+"""mha_serve.shared_cache: results computed once by mha_core, read by every other kernel.
+
+The panels take it as ``cache=`` (the served dashboard passes it); by default they compute in
+their own kernel."""
 
 from __future__ import annotations
 
@@ -6,12 +9,13 @@ import json
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 import pytest
 
-from mha_core.ui import shared_cache as sc
 from mha_core.ui.heads_panel import HeadExplorer, head_weights
+from mha_serve import shared_cache as sc
 
 
 @pytest.fixture
@@ -48,7 +52,7 @@ def test_another_process_reads_what_this_one_computed(folder):
     """The point of the cache: a second kernel (here a second Python) computes nothing."""
     labels, weights, title = sc.shared("head_weights", (4, 12, False, "random"),
                                        lambda: head_weights(4, 12, causal=False, kind="random"))
-    code = ("import sys, numpy as np; from mha_core.ui import shared_cache as sc\n"
+    code = ("import sys, numpy as np; from mha_serve import shared_cache as sc\n"
             "out = sc.shared('head_weights', (4, 12, False, 'random'), lambda: sys.exit('recomputed'))\n"
             "np.save(sys.stdout.buffer, np.asarray(out[1]))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
@@ -109,13 +113,42 @@ def test_arguments_are_checked(folder, name, inputs, error):
 
 def test_two_head_panels_compute_once(folder):
     """Two kernels' head explorers at the same setting: the second reads the first's weights."""
-    first = HeadExplorer()
+    first = HeadExplorer(cache=sc.shared)
     misses = sc.STATS["misses"]
-    second = HeadExplorer()
+    second = HeadExplorer(cache=sc.shared)
     assert sc.STATS["misses"] == misses and sc.STATS["hits"] >= 1
     np.testing.assert_array_equal(first._weights(*_setting(first)[:4])[1], second._weights(*_setting(second)[:4])[1])
     written = json.loads(next(folder.glob("head_weights-*.json")).read_text())
     assert written[0] == first._weights(*_setting(first)[:4])[0]  # the token labels
+
+
+def test_a_panel_without_a_cache_computes_in_its_kernel(folder):
+    """The lesson's panels do not know the shared cache: only a cache passed in reaches the disk."""
+    HeadExplorer()
+    assert sc.STATS == {"hits": 0, "misses": 0, "errors": 0} and not folder.exists()
+
+
+def test_the_fingerprint_hashes_the_files_of_mha_core_only(tmp_path, monkeypatch):
+    """The key hashes mha_core's own files (where mha_core is installed), not the folder this
+    module lives in: a changed lesson file is a new key, a file beside the package is not."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("x = 1\n")
+    monkeypatch.setattr(sc, "mha_core", types.SimpleNamespace(__file__=str(pkg / "__init__.py")))
+
+    def fingerprint():
+        sc.package_fingerprint.cache_clear()
+        return sc.package_fingerprint()
+
+    try:
+        before = fingerprint()
+        (pkg / "__init__.py").write_text("x = 2\n")
+        changed = fingerprint()
+        (tmp_path / "beside.py").write_text("y = 1\n")
+        beside = fingerprint()
+    finally:
+        sc.package_fingerprint.cache_clear()
+    assert before != changed and changed == beside
 
 
 def _setting(panel):

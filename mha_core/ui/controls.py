@@ -9,6 +9,7 @@ The page stays alive either way.
     Guarded, Guarded*     controls that report a refused value instead of raising
     Panel                 status line, error display, figure boxes, refresh from the controls
     divisors, check_*     the checks the panels' pure state functions share
+    Cache, compute_here   where a panel's results come from: computed here, or a cache passed in
 
 The panels themselves: ``shapes_panel``, ``heads_panel``, ``cost_panel``, ``kv_panel`` and
 ``real_heads_panel``.
@@ -32,6 +33,30 @@ PIXEL_RATIO = 2
 
 # Real models use at most ~128 heads; more would make the h slider unusably long.
 MAX_HEADS = 64
+
+# A results cache: ``cache(name, inputs, compute)`` returns ``compute()``'s result for ``inputs``
+# (``name`` an identifier naming the computation). The heads panels take one as ``cache=``; each
+# panel also remembers its own last few results, whatever the cache.
+Cache = Callable[[str, tuple, Callable[[], tuple]], tuple]
+
+
+def compute_here(name: str, inputs: tuple, compute: Callable[[], tuple]) -> tuple:
+    """A panel's default ``cache``: nothing shared, ``compute()`` runs in this kernel.
+
+    A server for a class passes a cache shared by every kernel instead (the served dashboard
+    passes ``mha_serve.shared_cache.shared``), so a setting one student's kernel has computed is
+    read by the others.
+    """
+    return compute()
+
+
+def check_cache(cache) -> Cache:
+    """``cache`` if it is callable (``None``: ``compute_here``), else a TypeError."""
+    if cache is None:
+        return compute_here
+    if not callable(cache):
+        raise TypeError(f"cache must be callable as cache(name, inputs, compute), got {type(cache).__name__}")
+    return cache
 
 
 def divisors(n: int, limit: int | None = None) -> tuple[int, ...]:

@@ -20,18 +20,19 @@ from ..core.masks import causal_mask
 from ..core.mha import multi_head_attention
 from ..teaching.demo import MAX_TOKENS, SENTENCE, embed_tokens, tokens
 from .controls import (
+    Cache,
     GuardedDropdown,
     GuardedIntSlider,
     GuardedSelectionSlider,
     GuardedToggleButton,
     GuardedToggleButtons,
     Panel,
+    check_cache,
     check_choice,
     check_int_in,
 )
 from .head_grid import HeadGrid, head_grid_figure
 from .heatmap_widget import HeatmapGrid, heatmap_alt_text
-from .shared_cache import shared
 from .viz import figure_bytes
 
 # Head explorer: d_model of the demo layer. 128 has the divisors 1..16 used by the h slider,
@@ -146,7 +147,8 @@ class HeadExplorer(Panel):
     name = "heads"
 
     def __init__(self, h: int = 4, N: int = len(SENTENCE), causal: bool = False, kind: str = "random",
-                 renderer: str = "canvas"):
+                 renderer: str = "canvas", *, cache: Cache | None = None):
+        self._results_cache = check_cache(cache)
         check_choice(renderer, "renderer", HEAD_RENDERERS)
         check_choice(h, "h", HEAD_CHOICES)
         check_int_in(N, "N", 2, MAX_TOKENS)
@@ -249,12 +251,14 @@ class HeadExplorer(Panel):
 
     def _weights(self, h, N, causal, kind) -> tuple[list[str], np.ndarray, str]:
         """``head_weights`` remembered per setting: moving the query selector recomputes nothing;
-        a setting another kernel has already computed is read from the shared cache (shared_cache)."""
+        a setting is computed by the panel's ``cache`` (``compute_here``, or one shared by every
+        kernel of a server, which reads a setting another kernel has already computed)."""
         key = (h, N, causal, kind)
         if key not in self._cache:
             if len(self._cache) >= WEIGHT_CACHE_SIZE:
                 self._cache.pop(next(iter(self._cache)))  # drop the oldest entry
-            self._cache[key] = shared("head_weights", key, partial(head_weights, h, N, causal=causal, kind=kind))
+            compute = partial(head_weights, h, N, causal=causal, kind=kind)
+            self._cache[key] = self._results_cache("head_weights", key, compute)
         return self._cache[key]
 
     def _render(self, h, N, causal, kind, query) -> None:
@@ -313,7 +317,8 @@ def head_explorer(**kwargs) -> HeadExplorer:
     """The heads panel: h, N, causal, query token, random/trained weights -> per-head heatmaps.
 
     Keyword arguments set the starting values: ``h=4, N=len(SENTENCE), causal=False,
-    kind="random"`` (validated). Display the returned panel to show it.
+    kind="random"`` (validated); ``cache=`` where the weights come from (default: computed in
+    this kernel; see ``controls.compute_here``). Display the returned panel to show it.
     """
     return HeadExplorer(**kwargs)
 

@@ -19,7 +19,8 @@ quantised. Every token is HTML-escaped wherever it appears as HTML (the token li
 draw tokens as canvas text, so a sentence such as ``<img src=x onerror=alert(1)>`` shows as text.
 
 Speed: one forward pass per (model, sentence), kept in a small cache, with a busy sign while it
-runs; moving the head sends one (N, N) map to the page, moving the layer also the layer's
+runs (``cache=`` can pass a cache shared by every kernel of a server, as the served dashboard
+does, so a sentence one kernel has run is read by the others); moving the head sends one (N, N) map to the page, moving the layer also the layer's
 (h, N, N) weights for the thumbnails. Both are drawn in the browser (``HeatmapGrid``), for the
 width they get and at the screen's pixel ratio: the thumbnails wrap, two side by side on a phone,
 more on a wide screen, each with its own token labels; each map has a description for screen
@@ -40,11 +41,10 @@ import numpy as np
 
 from ..models import Model, patterns
 from ..models import load as load_model
-from .controls import GuardedDropdown, GuardedIntSlider, GuardedText, Panel
+from .controls import Cache, GuardedDropdown, GuardedIntSlider, GuardedText, Panel, check_cache
 from .glossary import term
 from .heatmap_widget import HeatmapGrid
 from .score_grid import ScoreGrid
-from .shared_cache import shared
 from .write_panel import WritePanel
 
 EXAMPLE = "The animal didn't cross the street because it was too tired."
@@ -134,7 +134,8 @@ class RealHeadsPanel(Panel):
     name = "real"
 
     def __init__(self, model: str = "minilm", sentence: str = EXAMPLE, *, load: Callable | None = None,
-                 start: str | None = "'it' → animal"):
+                 start: str | None = "'it' → animal", cache: Cache | None = None):
+        self._results_cache = check_cache(cache)
         if model not in MODELS:
             raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
         if not isinstance(sentence, str):
@@ -300,10 +301,14 @@ class RealHeadsPanel(Panel):
             def compute():
                 return model.tokens(ids), model.attention(ids)  # labels, (layers, h, N, N)
 
-            # a real model's forward: computed by the first kernel to see this sentence, read by the rest
+            # a real model's forward goes through the panel's cache: with a cache shared by every
+            # kernel (the served dashboard's), computed by the first kernel to see this sentence
             with self._working(f"running {MODELS[model_name].split(' (')[0]} on {len(ids)} tokens..."):
-                self._remember(key, shared("real_forward", (model_name, model.config, sentence), compute)
-                               if isinstance(model, Model) else compute())
+                if isinstance(model, Model):
+                    result = self._results_cache("real_forward", (model_name, model.config, sentence), compute)
+                else:  # a stand-in (the tests' fake models): computed here
+                    result = compute()
+                self._remember(key, result)
         self._forwards.move_to_end(key)
         return self._forwards[key]
 

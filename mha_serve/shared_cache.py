@@ -16,6 +16,10 @@ every other kernel (this server's, or another on the same machine) reads it:
 Only deterministic functions go through it, and only what ``mha_core`` computed is stored.
 The folder is ``$MHA_SHARED_CACHE``, else ``$XDG_CACHE_HOME/mha_core/shared`` (``~/.cache/...``);
 ``MHA_SHARED_CACHE=off`` turns it off.
+
+The panels of ``mha_core.ui`` never import this module: they take a ``cache`` with the signature
+of ``shared`` (by default they compute in their own kernel), and the served page,
+``notebooks/dashboard.ipynb``, passes ``cache=shared``.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
+
+import mha_core
 
 OFF = "off"
 
@@ -48,7 +54,7 @@ def cache_root() -> Path | None:
 @cache
 def package_fingerprint() -> str:
     """SHA-256 (16 hex digits) of every source file and shipped weight file of ``mha_core``."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(mha_core.__file__).resolve().parent
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*")):
         if path.suffix in (".py", ".npz", ".json", ".js") and "__pycache__" not in path.parts:

@@ -25,10 +25,10 @@ A kernel waiting in Voila's preheated pool counts towards the cap but is never s
 graces; its clock starts when the pool hands it to a visitor. A pool refill refused at the cap is
 retried once there is room.
 
-Classroom mode (``python -m mha_core.ui.serve classroom --seats 60``, ``make classroom``) serves
-the dashboard with Voila's preheated pool sized to the class: every seat's kernel is started and
-the dashboard executed in it before the students arrive, so a student's page is served from a
-warm kernel. Two more traitlets shape the pool:
+Classroom mode (``mha_serve.classroom``: ``python -m mha_serve classroom --seats 60``, ``make
+classroom``) serves the dashboard with Voila's preheated pool sized to the class: every seat's
+kernel is started and the dashboard executed in it before the students arrive, so a student's page
+is served from a warm kernel. Two more traitlets shape the pool:
 
 ``warm_concurrency``
     At most this many pooled kernels warming (starting or executing the notebook) at once; the
@@ -38,17 +38,14 @@ warm kernel. Two more traitlets shape the pool:
     most this many seconds: topping the pool up never starves a kernel in use.
 
 When the pool is full the manager prints ``Classroom ready: N of N seats warmed in T s`` with the
-measured memory of a warmed kernel. ``classroom_plan`` works out the memory first and refuses a
-class that does not fit, saying how many seats would.
+measured memory of a warmed kernel. (``mha_serve.classroom.classroom_plan`` works out the memory
+first and refuses a class that does not fit, saying how many seats would.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import time
-from dataclasses import dataclass
 
 from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
 from tornado.ioloop import PeriodicCallback
@@ -318,174 +315,3 @@ def _seconds_since(stamp) -> float:
     if stamp is None:
         return float("inf")
     return (_utcnow() - stamp).total_seconds()
-
-
-# -- classroom mode: a pool sized to the class, warmed before the bell ----------------------------
-
-# A dashboard kernel's own memory with every panel open, the real-model panel used (unique set
-# size; README "Memory", `python -m benchmarks.kernel_memory 20`: 121 MB each). The models'
-# weights are memory-mapped and shared by all kernels: counted once (their size on disk).
-KERNEL_MB = 125
-SERVER_MB = 150  # the Voila server itself, measured at ~95-150 MB (tests/test_dashboard_load.py)
-MEMORY_SHARE = 0.8  # of the memory available now: leave the rest to the system and the browser
-
-
-def spare_kernels(seats: int) -> int:
-    """Kernels beyond the class: reloads and late arrivals (10 %, at least 2)."""
-    return max(2, seats // 10)
-
-
-@dataclass(frozen=True)
-class ClassroomPlan:
-    """What ``seats`` students need: kernels, memory, and whether it fits this machine."""
-
-    seats: int
-    max_kernels: int  # the cap: one kernel a seat plus spares
-    needed_mb: int
-    available_mb: int  # MemAvailable now
-    shared_mb: int  # memory-mapped model weights, shared by every kernel
-    most_seats: int  # the largest class that fits
-
-    @property
-    def fits(self) -> bool:
-        return self.seats <= self.most_seats
-
-    def refusal(self) -> str:
-        return (f"SEATS={self.seats} does not fit: {self.max_kernels} kernels x {KERNEL_MB} MB + "
-                f"{self.shared_mb} MB of shared model weights + {SERVER_MB} MB for the server = "
-                f"{self.needed_mb / 1024:.1f} GB, but this machine has {self.available_mb / 1024:.1f} GB "
-                f"available (using at most {MEMORY_SHARE:.0%} of it). At most {self.most_seats} seats fit: "
-                f"SEATS={self.most_seats}, or serve a bigger class from JupyterHub (docs/dashboard.md).")
-
-
-def available_mb() -> int:
-    """Memory available now, in MB: MemAvailable on Linux, else the physical memory."""
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
-
-
-def shared_weights_mb() -> int:
-    """Size of the fetched models' memory-mapped arrays (0 when not fetched)."""
-    from ..models import cache_dir
-
-    root = cache_dir()
-    return sum(p.stat().st_size for p in root.rglob("*.npy")) // 2**20 if root.is_dir() else 0
-
-
-def classroom_plan(seats: int, available: int | None = None, shared: int | None = None) -> ClassroomPlan:
-    """The kernels and memory for a class of ``seats``; ``available``/``shared`` in MB (default:
-    measured on this machine). Raises ValueError for a seat count that is not a positive int."""
-    if isinstance(seats, bool) or not isinstance(seats, int):
-        raise TypeError(f"seats must be an int, got {type(seats).__name__}")
-    if seats < 1:
-        raise ValueError(f"seats must be at least 1, got {seats}")
-    available = available_mb() if available is None else available
-    shared = shared_weights_mb() if shared is None else shared
-
-    def need(n: int) -> int:
-        return (n + spare_kernels(n)) * KERNEL_MB + shared + SERVER_MB
-
-    budget = int(available * MEMORY_SHARE)
-    most = 0
-    while need(most + 1) <= budget:
-        most += 1
-    return ClassroomPlan(seats, seats + spare_kernels(seats), need(seats), available, shared, most)
-
-
-def classroom_options(seats: int) -> list[str]:
-    """Voila's options in classroom mode: a pool of ``seats`` warmed kernels, a cap with spares,
-    at most one kernel warming per core."""
-    plan = classroom_plan(seats, available=10**9, shared=0)  # the options only; memory is checked apart
-    return ["--preheat_kernel=True", f"--pool_size={seats}",
-            f"--BoundedKernelManager.max_kernels={plan.max_kernels}",
-            f"--BoundedKernelManager.warm_concurrency={os.cpu_count() or 1}",
-            "--BoundedKernelManager.check_interval=1"]
-
-
-def classroom_command(seats: int, port: int, notebook: str = "notebooks/dashboard.ipynb",
-                      extra: tuple[str, ...] = ()) -> list[str]:
-    """The ``voila`` command line of classroom mode for ``seats`` students."""
-    return [sys.executable, "-m", "voila", notebook, f"--port={port}", *classroom_options(seats), *extra]
-
-
-def classroom(argv: list[str] | None = None) -> None:
-    """``python -m mha_core.ui.serve classroom --seats 60 [--port 8866] [voila options]``."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m mha_core.ui.serve classroom",
-                                     description="Serve the dashboard to a class, every seat warmed before the bell.")
-    parser.add_argument("--seats", type=int, required=True, help="students expected (one warmed kernel each)")
-    parser.add_argument("--port", type=int, default=8866)
-    parser.add_argument("--notebook", default="notebooks/dashboard.ipynb")
-    args, extra = parser.parse_known_args(argv)
-    try:
-        plan = classroom_plan(args.seats)
-    except (TypeError, ValueError) as err:
-        parser.error(str(err))
-    if not plan.fits:
-        raise SystemExit(plan.refusal())
-    print(f"Classroom: warming {plan.seats} seats ({plan.max_kernels} kernels at most, about "
-          f"{plan.needed_mb / 1024:.1f} GB of the {plan.available_mb / 1024:.1f} GB available; "
-          f"{plan.most_seats} seats would fit) on {os.cpu_count()} cores. Each kernel executes the "
-          "dashboard once now; 'Classroom ready' follows when all are warm.", flush=True)
-    cmd = classroom_command(plan.seats, args.port, args.notebook, tuple(extra))
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    os.execv(cmd[0], cmd)
-
-
-# -- installing the templates and settings into the environment's Jupyter paths ------------------
-
-# (source under the repository root, destination under sys.prefix): the same pairs as
-# [tool.setuptools.data-files] in pyproject.toml.
-JUPYTER_FILES = (("share/jupyter/voila/templates", "share/jupyter/voila/templates"),
-                 ("etc/jupyter", "etc/jupyter"))
-
-
-def install_jupyter_files(prefix: str | None = None, root=None) -> list[str]:
-    """Copy the offline templates and the server settings into ``prefix`` (default ``sys.prefix``).
-
-    A wheel (``pip install .``) installs them as data files. An editable install
-    (``pip install -e .``) does not: setuptools' editable wheels carry no data files (checked
-    with setuptools 80 and pip 23), so ``make venv`` and Binder's ``postBuild`` call this.
-
-    Parameters
-    ----------
-    prefix : str, optional
-        The environment's prefix; Jupyter looks in ``{prefix}/share/jupyter`` and ``{prefix}/etc/jupyter``.
-    root : path, optional
-        The repository root holding ``share/`` and ``etc/`` (default: the one above this package).
-
-    Returns
-    -------
-    list of str: the files written.
-    """
-    import shutil
-    from pathlib import Path
-
-    prefix = Path(sys.prefix if prefix is None else prefix)
-    root = Path(__file__).resolve().parents[2] if root is None else Path(root)
-    if not (root / "etc" / "jupyter" / "voila.json").is_file():
-        raise FileNotFoundError(f"root={str(root)!r} holds no etc/jupyter/voila.json: pass the repository root")
-    written = []
-    for src, dst in JUPYTER_FILES:
-        for path in sorted((root / src).rglob("*")):
-            if path.is_file():
-                target = prefix / dst / path.relative_to(root / src)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, target)
-                written.append(str(target))
-    return written
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["classroom"]:
-        classroom(sys.argv[2:])
-    else:
-        files = install_jupyter_files()
-        print(f"installed {len(files)} Voila template and configuration files under {files[0].split('/share/')[0]}")
