@@ -64,7 +64,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, *, max_bytes=No
     out : ndarray of shape (..., N_q, d_v)
     weights : ndarray of shape (..., N_q, N_k); each allowed row sums to 1.
     """
-    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)  # 1/sqrt(d_k); a float keeps q's dtype
     scores = (q * scale) @ np.swapaxes(k, -1, -2)  # (..., N_q, d_k) @ (..., d_k, N_k) -> (..., N_q, N_k)
     weights = softmax.unchecked(scores, mask=mask)  # (..., N_q, N_k)
     return weights @ v, weights  # (..., N_q, N_k) @ (..., N_k, d_v) -> (..., N_q, d_v)

@@ -74,7 +74,7 @@ def tiled_attention(q, k, v, mask=None, *, causal=False, block_q=BLOCK_Q, block_
 def query_block(q, k, v, mask, causal, r0, block_q, block_k):  # -> (..., rows, d_v)
     """The online softmax for query rows ``r0 : r0 + block_q``, over tiles of ``block_k`` keys."""
     n_q, n_k = q.shape[-2], k.shape[-2]
-    q_blk = q[..., r0:r0 + block_q, :] / np.sqrt(q.shape[-1])  # (..., rows, d_k), scaled once
+    q_blk = q[..., r0:r0 + block_q, :] * q.shape[-1] ** -0.5  # (..., rows, d_k), scaled by 1/sqrt(d_k) once
     m = np.full((*q_blk.shape[:-1], 1), -np.inf, q.dtype)  # (..., rows, 1) running max
     l = np.zeros_like(m)  # noqa: E741 (the texts' letter)  (..., rows, 1) running sum
     o = np.zeros((*q_blk.shape[:-1], v.shape[-1]), q.dtype)  # (..., rows, d_v) running weighted sum

@@ -315,6 +315,9 @@ def _shape_error(params, want: dict, d_model: int, d_kv: int, h: int, n_kv: int)
         return ValueError(f"params['W_Q'] has shape {params['W_Q'].shape}; its rows must equal x's d_model={d_model}")
     if width_q % h:
         return ValueError(f"n_heads={h} does not divide params['W_Q'].shape[1]={width_q} (= h*d_k)")
+    if params["W_K"].shape != want["W_K"]:
+        return ValueError(f"params['W_K'] has shape {params['W_K'].shape}, expected (d_model, n_kv*d_k) = "
+                          f"{want['W_K']} for n_kv_heads={n_kv}, d_k={width_q // h}")
     if rows_v != d_kv or width_v % n_kv:
         return ValueError(f"params['W_V'] has shape {params['W_V'].shape}, expected ({d_kv}, n_kv*d_v) with n_kv={n_kv}")
     name = next(n for n, shape in want.items() if n in params and params[n].shape != shape)
