@@ -4,63 +4,137 @@ from __future__ import annotations
 
 import re
 
-from lesson_claims import Claim, claim_tests, markdown_text, outputs
+import numpy as np
+from lesson_claims import Claims, markdown_text, outputs
 
 NB = "06_kv_cache_gqa.ipynb"
-CLAIMS = [
-    Claim(r"We keep each layer's $K = X W_K$ and $V = X W_V$ in fp16 (2 bytes a number), exactly what a "
-          r"decoder would cache, and compare the bytes with `kv_cache_bytes`.",
-          "cfg = MHAConfig(d_model=256, n_heads=8)",
-          "elements == 2 * N * cfg.d_model * LAYERS "
-          "and built == kv_cache_bytes(cfg, N, n_layers=LAYERS, dtype=np.float16)"),
-    Claim(r"$W_K$ and $W_V$ shrink to $(d_{model}, n_{kv} d_k)$, and so does the cache. $W_Q$ and $W_O$ keep "
-          r"their size.",
-          "divisors = [n for n in range(cfg.h, 0, -1)",
-          "all(kv_cache_bytes(MHAConfig(cfg.d_model, cfg.h, n_kv_heads=n), N, n_layers=LAYERS) * (cfg.h // n) "
-          "== mha_cache for n in divisors) "
-          "and all(count_params(MHAConfig(cfg.d_model, cfg.h, n_kv_heads=n))['W_K'] "
-          "== count_params(MHAConfig(cfg.d_model, cfg.h, n_kv_heads=n))['W_V'] == cfg.d_model * n * cfg.d_k "
-          "and count_params(MHAConfig(cfg.d_model, cfg.h, n_kv_heads=n))['W_Q'] == cfg.d_model**2 "
-          "for n in divisors)"),
-    Claim(r"the same weights give the same output, bit for bit.",
-          "x0 = np.random.default_rng(1)", "np.array_equal(mha_out, gqa_out)"),
-    Claim(r"Copy each key/value column block into its group and plain MHA gives the GQA output",
-          "n_kv = 2", "np.allclose(shared, copied, atol=1e-5)"),
-    Claim(r"First the whole range as a figure",
-          "BIG = dict(d_model=4096, n_heads=32, layers=32)",
-          "gib[0] == 16 and all(g * n_kvs[0] == gib[0] * n for g, n in zip(gib, n_kvs, strict=True))"),
-    Claim(r"At 32 layers, $d_{model} = 4096$, 32k tokens in fp16: 16 GiB (MHA), 4 GiB (GQA, 8 K/V heads), "
-          r"0.5 GiB (MQA).",
-          'rows = [("MHA", 32), ("GQA", 8), ("MQA", 1)]',
-          "table['MHA'] == 2 * N_CTX * BIG['d_model'] * BIG['layers'] * fp16 == 16 * GIB "
-          "and table['GQA'] == 4 * GIB and table['MQA'] == GIB // 2 and total == N_CTX * per_token"),
-    Claim(r"more than the fp16 weights of such a model's attention layers ($32 \times 4 \times 4096^2 \times 2$ "
-          r"bytes = 4 GiB)",
-          "attn_weight_bytes = ", "attn_weight_bytes == 4 * GIB and table['MHA'] == 4 * attn_weight_bytes"),
-    Claim(r"running a sequence through the loop (`mha_core.decode`) gives the causal layer's output, for MHA, "
-          r"GQA and MQA.",
-          "small = MHAConfig(d_model=64, n_heads=8)",
-          "all(np.abs(decode(x_seq, init_params(MHAConfig(64, 8, n_kv_heads=n), rng=n, dtype=np.float64), 8, "
-          "n_kv_heads=n) - multi_head_attention(x_seq, init_params(MHAConfig(64, 8, n_kv_heads=n), rng=n, "
-          "dtype=np.float64), 8, n_kv_heads=n, causal=True)).max() < 1e-12 for n in (8, 2, 1))"),
-    Claim(r"A realistic model this time: 32 layers, $d_{model}=4096$, $h=32$ ($d_k=128$), fp16, batch 1.",
-          "BIG = dict(d_model=4096, n_heads=32, layers=32)",
-          "BIG['layers'] == 32 and BIG['d_model'] // BIG['n_heads'] == 128"),
-    Claim(r"MQA's cache is 16 times smaller than MHA's, but each of the 16 query heads still takes a dot product "
-          r"with each of the 4,096 cached keys",
-          "DEC = dict(",
-          "cache_mib['MHA'] == 16 * cache_mib['MQA'] and DEC['n_heads'] == 16 and DEC['context'] == 4096"),
-    Claim(r"the same number of MACs in every layout (printed above)",
-          "for stage in (*DECODE_STAGES",
-          "macs == 2 * DEC['n_heads'] * DEC['context'] * (DEC['d_model'] // DEC['n_heads']) "
-          "and all(layouts[n] * (DEC['n_heads'] // layouts[n]) == DEC['n_heads'] for n in layouts)"),
-    Claim(r"before each run it reads a 64 MiB buffer", "DEC = dict(",
-          "__import__('mha_core.ui.lesson_figures', fromlist=['F']).EVICT_BYTES == 64 * 2**20"),
-    Claim(r"Same model, 32k context ($N = 32{,}768$), fp16, batch 1.",
-          'rows = [("MHA", 32), ("GQA", 8), ("MQA", 1)]', "N_CTX == 32_768 == 32 * 1024"),
-]
+CLAIMS = Claims(NB)
 
-test_quotes, test_claim = claim_tests(NB, CLAIMS)
+
+@CLAIMS(
+    r"We keep each layer's $K = X W_K$ and $V = X W_V$ in fp16 (2 bytes a number), exactly what a "
+    r"decoder would cache, and compare the bytes with `kv_cache_bytes`.",
+    after="cfg = MHAConfig(d_model=256, n_heads=8)",
+)
+def built_cache_bytes_match_formula(elements, N, cfg, LAYERS, built, kv_cache_bytes):
+    assert elements == 2 * N * cfg.d_model * LAYERS
+    assert built == kv_cache_bytes(cfg, N, n_layers=LAYERS, dtype=np.float16)
+
+
+@CLAIMS(
+    r"$W_K$ and $W_V$ shrink to $(d_{model}, n_{kv} d_k)$, and so does the cache. $W_Q$ and $W_O$ keep "
+    r"their size.",
+    after="divisors = [n for n in range(cfg.h, 0, -1)",
+)
+def gqa_shrinks_w_k_w_v_and_cache(kv_cache_bytes, MHAConfig, cfg, N, LAYERS, mha_cache, divisors, count_params):
+    assert all(kv_cache_bytes(MHAConfig(cfg.d_model, cfg.h, n_kv_heads=n), N, n_layers=LAYERS) * (cfg.h // n) == mha_cache for n in divisors)
+    assert all(count_params(MHAConfig(cfg.d_model, cfg.h, n_kv_heads=n))['W_K'] == count_params(MHAConfig(cfg.d_model, cfg.h, n_kv_heads=n))['W_V'] == cfg.d_model * n * cfg.d_k and count_params(MHAConfig(cfg.d_model, cfg.h, n_kv_heads=n))['W_Q'] == cfg.d_model**2 for n in divisors)
+
+
+@CLAIMS(
+    r"the same weights give the same output, bit for bit.",
+    after="x0 = np.random.default_rng(1)",
+)
+def gqa_with_h_kv_heads_is_mha(mha_out, gqa_out):
+    assert np.array_equal(mha_out, gqa_out)
+
+
+@CLAIMS(
+    r"Copy each key/value column block into its group and plain MHA gives the GQA output",
+    after="n_kv = 2",
+)
+def copied_kv_blocks_give_gqa(shared, copied):
+    assert np.allclose(shared, copied, atol=1e-5)
+
+
+@CLAIMS(
+    r"First the whole range as a figure",
+    after="BIG = dict(d_model=4096, n_heads=32, layers=32)",
+)
+def cache_gib_over_the_range(gib, n_kvs):
+    assert gib[0] == 16
+    assert all(g * n_kvs[0] == gib[0] * n for g, n in zip(gib, n_kvs, strict=True))
+
+
+@CLAIMS(
+    r"At 32 layers, $d_{model} = 4096$, 32k tokens in fp16: 16 GiB (MHA), 4 GiB (GQA, 8 K/V heads), "
+    r"0.5 GiB (MQA).",
+    after='rows = [("MHA", 32), ("GQA", 8), ("MQA", 1)]',
+)
+def cache_table_16_4_half_gib(table, N_CTX, BIG, fp16, GIB, total, per_token):
+    assert table['MHA'] == 2 * N_CTX * BIG['d_model'] * BIG['layers'] * fp16 == 16 * GIB
+    assert table['GQA'] == 4 * GIB
+    assert table['MQA'] == GIB // 2
+    assert total == N_CTX * per_token
+
+
+@CLAIMS(
+    r"more than the fp16 weights of such a model's attention layers ($32 \times 4 \times 4096^2 \times 2$ "
+    r"bytes = 4 GiB)",
+    after="attn_weight_bytes = ",
+)
+def cache_exceeds_attention_weights(attn_weight_bytes, GIB, table):
+    assert attn_weight_bytes == 4 * GIB
+    assert table['MHA'] == 4 * attn_weight_bytes
+
+
+@CLAIMS(
+    r"running a sequence through the loop (`mha_core.decode`) gives the causal layer's output, for MHA, "
+    r"GQA and MQA.",
+    after="small = MHAConfig(d_model=64, n_heads=8)",
+)
+def decode_equals_causal_forward(decode, x_seq, init_params, MHAConfig, multi_head_attention):
+    assert all(np.abs(decode(x_seq, init_params(MHAConfig(64, 8, n_kv_heads=n), rng=n, dtype=np.float64), 8, n_kv_heads=n) - multi_head_attention(x_seq, init_params(MHAConfig(64, 8, n_kv_heads=n), rng=n, dtype=np.float64), 8, n_kv_heads=n, causal=True)).max() < 1e-12 for n in (8, 2, 1))
+
+
+@CLAIMS(
+    r"A realistic model this time: 32 layers, $d_{model}=4096$, $h=32$ ($d_k=128$), fp16, batch 1.",
+    after="BIG = dict(d_model=4096, n_heads=32, layers=32)",
+)
+def big_model_sizes(BIG):
+    assert BIG['layers'] == 32
+    assert BIG['d_model'] // BIG['n_heads'] == 128
+
+
+@CLAIMS(
+    r"MQA's cache is 16 times smaller than MHA's, but each of the 16 query heads still takes a dot product "
+    r"with each of the 4,096 cached keys",
+    after="DEC = dict(",
+)
+def mqa_cache_16_times_smaller(cache_mib, DEC):
+    assert cache_mib['MHA'] == 16 * cache_mib['MQA']
+    assert DEC['n_heads'] == 16
+    assert DEC['context'] == 4096
+
+
+@CLAIMS(
+    r"the same number of MACs in every layout (printed above)",
+    after="for stage in (*DECODE_STAGES",
+)
+def same_macs_every_layout(macs, DEC, layouts):
+    assert macs == 2 * DEC['n_heads'] * DEC['context'] * (DEC['d_model'] // DEC['n_heads'])
+    assert all(layouts[n] * (DEC['n_heads'] // layouts[n]) == DEC['n_heads'] for n in layouts)
+
+
+@CLAIMS(
+    r"before each run it reads a 64 MiB buffer",
+    after="DEC = dict(",
+)
+def eviction_buffer_is_64_mib():
+    from mha_core.ui.lesson_figures import EVICT_BYTES
+
+    assert EVICT_BYTES == 64 * 2**20
+
+
+@CLAIMS(
+    r"Same model, 32k context ($N = 32{,}768$), fp16, batch 1.",
+    after='rows = [("MHA", 32), ("GQA", 8), ("MQA", 1)]',
+)
+def context_is_32k(N_CTX):
+    assert N_CTX == 32_768 == 32 * 1024
+
+
+test_quotes, test_claim = CLAIMS.tests()
 
 
 # -- section 6, the timing cells: their outputs are not compared by nbval (they change from run to
