@@ -2,7 +2,7 @@
 
 For each size, five things are timed in one interleaved run (see ``timing.interleaved``):
 
-    numpy            multi_head_attention(x, params, h)                      the fused forward
+    numpy            multi_head_attention(x, params, h)                      the fused forward (the formula)
     numpy+weights    the same with return_weights=True
     per_head         multi_head_attention_per_head(x, params, h)             the readable loop
     torch            nn.MultiheadAttention, need_weights=False
@@ -26,17 +26,16 @@ import numpy as np
 
 from mha_core import (
     MHAConfig,
-    check_layer_args,
     count_macs,
     init_params,
+    merge_heads,
     multi_head_attention,
     multi_head_attention_per_head,
+    scaled_dot_product_attention,
+    softmax,
+    split_heads,
+    tiled_attention,
 )
-from mha_core.core.attention import _attend
-from mha_core.core.flash import _flash
-from mha_core.core.heads import merge_heads, split_heads
-from mha_core.core.mha import attention_path
-from mha_core.core.softmax import softmax_
 
 from .timing import interleaved, numpy_threads, set_numpy_threads
 
@@ -213,18 +212,18 @@ def single_thread(quick: bool, log=print) -> list[dict]:
 
 
 def breakdown(quick: bool, log=print) -> list[dict]:
-    """Where the fused forward's time goes at h=8, B=1, float32: each step timed on its own.
+    """Where the forward's time goes at h=8, B=1, float32: each step timed on its own.
 
-    The steps are those of ``multi_head_attention`` run by hand; "softmax" is timed on a fresh
-    copy of the full score tensor (the copy is timed separately and subtracted).
+    The steps are those of ``multi_head_attention`` (the formula) run by hand, each over the whole
+    (h, N, N) score tensor, and beside them the tiled attention (``tiled_attention``) on the same
+    heads, the step that ``tiled=True`` runs instead of the formula's three.
     """
     h, out = 8, []
     for n in (512,) if quick else (512, 2048):
         steps = _breakdown_steps(n, h)
         t = interleaved(steps, budget_s=1.0 if quick else 3.0, min_reps=3, max_reps=30)
         med = {k: v["median"] for k, v in t.items()}
-        med["softmax (one shot)"] = med.pop("softmax + copy (one shot)") - med["copy of the scores"]
-        full = med["full forward"]
+        full = med["full forward (formula)"]
         for name, sec in med.items():
             out.append({"N": n, "h": h, "step": name, "ms": sec * 1e3, "share": sec / full})
         log(f"  N={n}: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in med.items()))
@@ -232,28 +231,24 @@ def breakdown(quick: bool, log=print) -> list[dict]:
 
 
 def _breakdown_steps(n: int, h: int) -> dict:
-    """The fused forward's steps at size N=n as separate callables (see ``breakdown``)."""
+    """The forward's steps at size N=n as separate callables (see ``breakdown``)."""
     config = MHAConfig(D_MODEL, h)
     rng = np.random.default_rng(0)
     p = init_params(config, rng)
     x = rng.standard_normal((1, n, D_MODEL)).astype(np.float32)  # (B, N, d_model)
     x2 = x.reshape(n, D_MODEL)  # (B*N, d_model)
     Qh, Kh, Vh = (split_heads((x2 @ p[w]).reshape(1, n, D_MODEL), h) for w in ("W_Q", "W_K", "W_V"))  # (B, h, N, d_k)
-    scale = 1.0 / np.sqrt(D_MODEL // h)
-    qs = Qh * np.float32(scale)  # (B, h, N, d_k)
+    qs = Qh * np.float32(1.0 / np.sqrt(D_MODEL // h))  # (B, h, N, d_k)
     scores = qs @ np.swapaxes(Kh, -1, -2)  # (B, h, N, N)
-    path = attention_path(check_layer_args(x=x, params=p, n_heads=h, scores=False), keep_weights=False, traced=False)
-    attention = {"formula": lambda: _attend(Qh, Kh, Vh, None, scale)[0],
-                 "tiled": lambda: _flash(Qh, Kh, Vh, None, scale, causal=False)}[path]
-    heads = attention()  # (B, h, N, d_v)
-    steps = {
-        "full forward": lambda: multi_head_attention(x, p, h),
+    weights = softmax.unchecked(scores)  # (B, h, N, N)
+    heads = weights @ Vh  # (B, h, N, d_v)
+    return {
+        "full forward (formula)": lambda: multi_head_attention(x, p, h),
         "Q, K, V projections": lambda: (x2 @ p["W_Q"], x2 @ p["W_K"], x2 @ p["W_V"]),
-        f"attention as run ({path})": attention,
-        "Q K^T (one shot)": lambda: qs @ np.swapaxes(Kh, -1, -2),
-        "softmax + copy (one shot)": lambda: softmax_(scores.copy()),
-        "copy of the scores": lambda: scores.copy(),
-        "weights V (one shot)": lambda: scores @ Vh,
-        "merge heads + W_O": lambda: merge_heads(heads).reshape(n, D_MODEL) @ p["W_O"],
+        "attention: formula (scaled_dot_product_attention)": lambda: scaled_dot_product_attention.unchecked(Qh, Kh, Vh),
+        "formula: Q K^T": lambda: qs @ np.swapaxes(Kh, -1, -2),
+        "formula: softmax": lambda: softmax.unchecked(scores),
+        "formula: weights V": lambda: weights @ Vh,
+        "attention: tiled (tiled_attention)": lambda: tiled_attention.unchecked(Qh, Kh, Vh),
+        "merge heads + W_O": lambda: merge_heads.unchecked(heads).reshape(n, D_MODEL) @ p["W_O"],
     }
-    return steps

@@ -1,21 +1,27 @@
-"""Long context: the fused layer against torch at N = 100 to 8192, causal and not, at default
-threads and at one thread each; the three attention paths around the switch; peak memory.
+"""Long context: the layer against torch at N = 100 to 8192, causal and not, at default threads
+and at one thread each; the layer's two attention paths, the formula and ``tiled=True``, against
+each other at every N; peak memory.
 
 Per N (and causal or not), in one interleaved run (``timing.interleaved``), all on the same
 weights (h=8, d_model=512, float32, B=1, self-attention):
 
-    ours             multi_head_attention(x, params, 8, causal=...): the path it chooses
+    formula          multi_head_attention(x, params, 8, causal=...): the whole score tensor at once
+    tiled            multi_head_attention(x, params, 8, causal=..., tiled=True): tiled_attention,
+                     an online softmax over tiles of keys, memory O(N)
     torch MHA        nn.MultiheadAttention, need_weights=False (causal: a boolean attn_mask with
                      is_causal=True)
     torch SDPA       the same projections with F.scaled_dot_product_attention(is_causal=...)
     gemm             GEMM_CALLS square GEMMs: the machine's rate at that moment
 
-Each side's share of the GEMM rate is 2 x its useful MACs (``useful_macs``) over its time, over
-the GEMM's rate in the same repetitions.
+The formula is not timed above ``FORMULA_MAX_N`` (N=8192: 2 GiB of scores and as much again for
+each of the softmax's temporaries; a call takes many seconds). Each side's share of the GEMM rate
+is 2 x its useful MACs (``useful_macs``) over its time, over the GEMM's rate in the same
+repetitions.
 
-The crossover table times the layer forced onto each of its three attention paths (formula,
-blocked, tiled; ``forced_path``) at the lengths around the switch, so a run shows whether
-``mha.attention_path`` picked the fastest.
+The formula-or-tiled table (``formula_vs_tiled``) is the choice a caller of
+``multi_head_attention`` makes: the two timed against each other, interleaved, at every N of the
+rows above and at the lengths between them (``CROSSOVER_LENGTHS``, only the two timed there), so a
+reader sees from which N ``tiled=True`` pays.
 
 Peak memory is measured for each implementation in a fresh subprocess (Linux), as the peak
 resident set during one call above the resident set just before it (``VmHWM`` after resetting
@@ -31,9 +37,8 @@ import sys
 
 import numpy as np
 
-from mha_core import MHAConfig, check_layer_args, count_macs, init_params, multi_head_attention
-from mha_core.core import mha
-from mha_core.core.flash import BLOCK_K, BLOCK_Q
+from mha_core import MHAConfig, count_macs, init_params, multi_head_attention
+from mha_core.core.tiled import BLOCK_K, BLOCK_Q
 
 from .core import D_MODEL, GEMM_CALLS, GEMM_N, TOLERANCE, torch_layer
 from .timing import interleaved, numpy_threads, set_numpy_threads
@@ -41,14 +46,15 @@ from .timing import interleaved, numpy_threads, set_numpy_threads
 H = 8
 LENGTHS = (100, 512, 2048, 4096, 8192)
 QUICK_LENGTHS = (100, 512)
-# Around the switches between the formula and the tiled path (h=8: causal at 3 MiB of scores,
-# N=313; otherwise at 8 MiB, N=512), and the dashboard's two sliders (100, 512).
-CROSSOVER_LENGTHS = (100, 256, 313, 384, 448, 512, 640, 1024)
+# Between the rows' lengths, where the formula and the tiled path trade places: only the two are
+# timed there (the dashboard's sliders end at 100 and 512, which the rows have).
+CROSSOVER_LENGTHS = (256, 384, 640, 768, 1024, 1536)
+QUICK_CROSSOVER_LENGTHS = (256,)
+FORMULA_MAX_N = 4096  # the formula at 8192 holds 2 GiB score tensors and adds minutes
 MEMORY_LENGTHS = (512, 2048, 4096, 8192)
-ONE_SHOT_MAX_N = 4096  # the one-shot path at 8192 holds 256 MiB blocks and adds a minute
-# Seconds of interleaved timing per row (at least 3 repetitions, 2 at N=8192): 20 rows of ours +
-# 2 torch + the GEMM, and 32 crossover rows at CROSSOVER_BUDGET_S, keep the section near 4 minutes
-# on a quiet 2-core machine, so that the whole `make bench` stays near 10.
+IMPLS = ("formula", "tiled")  # the layer's two paths, as the caller picks them
+# Seconds of interleaved timing per row (at least 3 repetitions, 2 at N=8192) and per crossover
+# row: they keep the section near 5 minutes on a quiet 2-core machine.
 BUDGET_S = 2.0
 CROSSOVER_BUDGET_S = 1.0
 
@@ -60,15 +66,13 @@ def _inputs(n: int):
     return x, params
 
 
-def one_shot(x, params):
-    """The fused layer forced onto the formula, the whole score tensor at once (``attention_path``)."""
-    return forced_path("formula", x, params, causal=False)()
-
-
-def picked_path(x, params, causal: bool) -> str:
-    """The attention path ``multi_head_attention`` picks for this input (no weights, no tracer)."""
-    return mha.attention_path(check_layer_args(x=x, params=params, n_heads=H, causal=causal, scores=False),
-                              keep_weights=False, traced=False)
+def ours(impl: str, x, params, causal: bool = False):
+    """The layer on the path the caller picks, as a zero-argument callable: "formula" (the default
+    call) or "tiled" (``tiled=True``)."""
+    if impl not in IMPLS:
+        raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    tiled = impl == "tiled"
+    return lambda: multi_head_attention(x, params, H, causal=causal, tiled=tiled)
 
 
 def torch_calls(x, params, causal: bool = False) -> dict:
@@ -100,17 +104,24 @@ def torch_calls(x, params, causal: bool = False) -> dict:
 
 def useful_macs(n: int, causal: bool) -> int:
     """MACs of the layer at length N; causal counts only the N(N+1)/2 allowed (query, key) pairs,
-    the work that ours (it skips tiles above the diagonal) and torch's causal kernels need."""
+    the work that the tiled path (it skips tiles above the diagonal) and torch's causal kernels need."""
     macs = count_macs(MHAConfig(D_MODEL, H), n)
     return macs["projections"] + (macs["attention"] * (n + 1) // (2 * n) if causal else macs["attention"])
 
 
+def impls_at(n: int) -> tuple[str, ...]:
+    """The layer's paths timed at length N: the formula only up to ``FORMULA_MAX_N``."""
+    return IMPLS if n <= FORMULA_MAX_N else ("tiled",)
+
+
 def run_size(n: int, quick: bool, threads: str, causal: bool = False) -> dict:
-    """Ours against torch MHA and torch SDPA at length N, with the GEMM rate in the same rotation."""
+    """The formula and the tiled layer against torch MHA and torch SDPA at length N, with the GEMM
+    rate in the same rotation."""
     x, params = _inputs(n)
-    fns = {"ours": lambda: multi_head_attention(x, params, H, causal=causal), **torch_calls(x, params, causal)}
+    fns = {impl: ours(impl, x, params, causal) for impl in impls_at(n)}
+    fns.update(torch_calls(x, params, causal))
     ref = fns["torch MHA"]().numpy()
-    for name in ("ours", "torch SDPA"):
+    for name in (*impls_at(n), "torch SDPA"):
         got = np.asarray(fns[name]())
         diff = float(np.max(np.abs(got - ref)))
         if not diff <= TOLERANCE["float32"]:
@@ -122,60 +133,54 @@ def run_size(n: int, quick: bool, threads: str, causal: bool = False) -> dict:
     t = interleaved(fns, budget_s=1.0 if quick else BUDGET_S, min_reps=reps[0], max_reps=reps[1], seed=n + causal)
     macs = useful_macs(n, causal)
     gemm_gflops = GEMM_CALLS * 2 * GEMM_N**3 / t["gemm"]["median"] / 1e9
-    ours = t["ours"]["median"]
+    mine = impls_at(n)
     return {
         "N": n, "h": H, "threads": threads, "causal": causal, "times": t,
-        "path": picked_path(x, params, causal),
-        "vs torch MHA": t["torch MHA"]["median"] / ours,
-        "vs torch SDPA": t["torch SDPA"]["median"] / ours,
+        "tiled_over_formula": t["tiled"]["median"] / t["formula"]["median"] if "formula" in t else None,
+        "vs torch MHA": {impl: t["torch MHA"]["median"] / t[impl]["median"] for impl in mine},
+        "vs torch SDPA": {impl: t["torch SDPA"]["median"] / t[impl]["median"] for impl in mine},
         "gemm_gflops": gemm_gflops,
         "gemm_fraction": {k: 2 * macs / v["median"] / 1e9 / gemm_gflops for k, v in t.items() if k != "gemm"},
     }
 
 
-def forced_path(path: str, x, params, causal: bool):
-    """The layer made to run one attention path, as a zero-argument callable (``attention_path``):
-    "formula" (``FORMULA_MAX_SCORE_BYTES`` raised past any size; the causal switch is a fraction of
-    it), "tiled" (lowered to 0), "blocked" (lowered to 0, with the weights asked for)."""
-    limit = 2**62 if path == "formula" else 0
-
-    def call():
-        saved = mha.FORMULA_MAX_SCORE_BYTES
-        mha.FORMULA_MAX_SCORE_BYTES = limit
-        try:
-            return multi_head_attention(x, params, H, causal=causal, return_weights=path == "blocked")
-        finally:
-            mha.FORMULA_MAX_SCORE_BYTES = saved
-
-    return call
-
-
 def crossover(quick: bool, threads: str, log=print) -> list[dict]:
-    """The layer on each of its three attention paths at the lengths around the switch, interleaved:
-    whether ``attention_path`` picks the fastest, measured."""
+    """The formula and the tiled layer alone, interleaved, at the lengths between the rows'."""
     rows = []
-    for n in (100, 512) if quick else CROSSOVER_LENGTHS:
+    for n in QUICK_CROSSOVER_LENGTHS if quick else CROSSOVER_LENGTHS:
         x, params = _inputs(n)
         for causal in (False, True):
-            chosen = picked_path(x, params, causal)
-            fns = {p: forced_path(p, x, params, causal) for p in ("formula", "blocked", "tiled")}
+            fns = {impl: ours(impl, x, params, causal) for impl in IMPLS}
             t = interleaved(fns, budget_s=0.5 if quick else CROSSOVER_BUDGET_S, min_reps=3, max_reps=40, seed=n)
-            med = {p: v["median"] for p, v in t.items()}
-            fastest = min(med, key=med.get)
-            rows.append({"N": n, "causal": causal, "threads": threads, "chosen": chosen, "fastest": fastest,
-                         "times": t, "chosen_over_fastest": med[chosen] / med[fastest]})
-            log(f"  {threads} threads, N={n}{' causal' if causal else ''}: "
-                + ", ".join(f"{p} {v * 1e3:.2f} ms" for p, v in med.items()) + f"; rule picks {chosen}")
+            rows.append({"N": n, "causal": causal, "threads": threads, "times": t,
+                         "tiled_over_formula": t["tiled"]["median"] / t["formula"]["median"]})
+            log(f"  {threads} threads, N={n}{' causal' if causal else ''}: formula "
+                f"{t['formula']['median'] * 1e3:.2f} ms, tiled {t['tiled']['median'] * 1e3:.2f} ms "
+                f"(tiled / formula {rows[-1]['tiled_over_formula']:.2f})", flush=True)
     return rows
 
 
+def formula_vs_tiled(lc: dict) -> list[dict]:
+    """Every (threads, causal, N) at which both paths were timed, from the rows and the crossover
+    runs, sorted by N: the formula's and the tiled path's times, their ratio and the faster.
+    Lengths where only the tiled path ran (N > ``FORMULA_MAX_N``) are listed with ``formula`` None."""
+    out = []
+    for r in [*lc.get("rows", []), *lc.get("crossover", [])]:
+        t = r["times"]
+        ratio = r.get("tiled_over_formula")
+        out.append({"threads": r["threads"], "causal": r["causal"], "N": r["N"],
+                    "formula": t.get("formula"), "tiled": t["tiled"], "tiled_over_formula": ratio,
+                    "faster": None if ratio is None else ("tiled" if ratio < 1 else "formula")})
+    threads = list(dict.fromkeys(r["threads"] for r in out))
+    return sorted(out, key=lambda r: (threads.index(r["threads"]), r["causal"], r["N"]))
+
+
 def run(quick: bool, log=print) -> dict:
-    """Timings against torch at default threads and one thread, causal and not; the three paths
-    around the switch; peak memory."""
+    """Timings against torch at default threads and one thread, causal and not; formula against
+    tiled between the rows' lengths; peak memory."""
     import torch
 
-    out: dict = {"block_q": BLOCK_Q, "block_k": BLOCK_K, "formula_max_score_bytes": mha.FORMULA_MAX_SCORE_BYTES,
-                 "causal_switch_fraction": mha.CAUSAL_SWITCH_FRACTION,
+    out: dict = {"block_q": BLOCK_Q, "block_k": BLOCK_K, "formula_max_n": FORMULA_MAX_N,
                  "rows": [], "crossover": [], "memory": []}
     default = numpy_threads()
     for label, n_threads in (("default", default), ("1", 1)):
@@ -188,18 +193,17 @@ def run(quick: bool, log=print) -> dict:
                 for causal in (False, True):
                     row = run_size(n, quick, label, causal)
                     out["rows"].append(row)
-                    log(f"  {label} threads, N={n}{' causal' if causal else ''}: ours ({row['path']}) "
-                        f"{row['times']['ours']['median'] * 1e3:,.1f} ms, torch MHA {row['vs torch MHA']:.2f}x, "
-                        f"torch SDPA {row['vs torch SDPA']:.2f}x (>1 = ours faster), "
-                        f"{row['gemm_fraction']['ours']:.0%} of the GEMM rate", flush=True)
+                    med = {k: v["median"] * 1e3 for k, v in row["times"].items()}
+                    log(f"  {label} threads, N={n}{' causal' if causal else ''}: "
+                        + ", ".join(f"{impl} {med[impl]:,.1f} ms (torch MHA {row['vs torch MHA'][impl]:.2f}x, "
+                                    f"SDPA {row['vs torch SDPA'][impl]:.2f}x)" for impl in impls_at(n))
+                        + " (>1 = ours faster)", flush=True)
             out["crossover"] += crossover(quick, label, log)
         finally:
             set_numpy_threads(default)
             torch.set_num_threads(default)
     for n in (2048,) if quick else MEMORY_LENGTHS:
-        for impl in ("ours", "ours one-shot", "torch MHA"):
-            if impl == "ours one-shot" and n > ONE_SHOT_MAX_N:
-                continue
+        for impl in (*impls_at(n), "torch MHA"):
             peak = peak_rss_growth(impl, n)
             out["memory"].append({"N": n, "impl": impl, "peak_bytes": peak, "score_bytes": H * n * n * 4})
             log(f"  memory N={n} {impl}: {peak / 2**20:,.0f} MiB (scores would be {H * n * n * 4 / 2**20:,.0f} MiB)")
@@ -215,7 +219,7 @@ impl, n = sys.argv[1], int(sys.argv[2])
 def call(x, params):
     if impl.startswith("torch"):
         return lc.torch_calls(x, params)[impl]()
-    return lc.multi_head_attention(x, params, lc.H) if impl == "ours" else lc.one_shot(x, params)
+    return lc.ours(impl, x, params)()
 def status_kib(field):
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))

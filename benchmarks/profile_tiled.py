@@ -5,18 +5,20 @@
 
 For each length, causal or not, at numpy's default BLAS threads and at one thread:
 
-- the tile loop of ``flash._rows`` is run by ``profiled_flash`` (below), the same steps in the same
-  order with a clock around each stage, in the same worker threads as ``flash._flash``. A stage's
-  time is summed over the workers (thread-seconds), so with two workers the stages add up to
-  about twice the wall time;
+- the loop of ``tiled.query_block`` is run by ``profiled_query_block`` (below): the same steps in
+  the same order, with a clock around each stage (Q K^T tile matmul, mask, max, subtract, exp,
+  sums, P V), in the same worker threads (``tiled.share``) as ``tiled_attention``. A stage's time
+  is summed over the workers (thread-seconds), so with two workers the stages add up to about
+  twice the wall time;
 - each matmul stage's achieved rate (its FLOP over its time) is set against the rate the same
   matmul shape reaches alone, in a loop, with one BLAS thread (what every worker uses), in numpy
   and in ``torch.matmul``; and the whole attention against torch's kernel alone
   (``F.scaled_dot_product_attention`` on the same heads, at the same threads);
 - every measurement starts after ``timing.PAUSE_S``, so no library's idle threads still spin;
-- the per-call overheads are timed on their own: ``blas_threads()`` (threadpoolctl reading the
-  BLAS), the one-thread BLAS limit (``flash._blas_controller().limit``), starting and joining the worker pool, and the Python
-  and numpy call overhead of the tile loop (the same loop on 1 x 1 tiles, so no arithmetic);
+- the per-call overheads are timed on their own: ``tiled.blas_threads()`` (threadpoolctl reading
+  the BLAS), ``tiled.share`` with no work (the one-thread BLAS limit, starting and joining the
+  worker pool), and the Python and numpy call overhead of the tile loop (the same loop on 1 x 1
+  tiles, so no arithmetic);
 - "passes" counts how often a stage sweeps the whole (h, block_q, block_k) tile of scores.
 
 The markdown goes between the ``PROFILE_BEGIN`` / ``PROFILE_END`` markers of
@@ -31,19 +33,18 @@ import contextlib
 import datetime as dt
 import json
 import os
+import threading
 import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from mha_core import multi_head_attention
-from mha_core.core import flash
-from mha_core.core.heads import merge_heads, split_heads
+from mha_core import multi_head_attention, split_heads, tiled_attention
+from mha_core.core import tiled
 
 from .core import D_MODEL
-from .long_context import H, _inputs, picked_path
+from .long_context import H, _inputs
 from .suites import BENCH_DIR
 from .timing import PAUSE_S, interleaved, numpy_threads, set_numpy_threads, stats
 
@@ -55,35 +56,23 @@ PROFILE_END = "<!-- profile_tiled: end -->"
 RESULTS_MD = BENCH_DIR / "RESULTS_long_context.md"
 RESULTS_JSON = BENCH_DIR / "results_profile_tiled.json"
 
-# The stages of one tile, in the order flash._rows runs them, with the passes each makes over the
-# whole (h, rows, cols) tile of scores (reads and writes of the tile itself, not of m, l or o).
-# A tile is first tried against the running max as it stands ("stale max"); a row's first tile,
-# and a tile where some score outgrew the max (redone), go the full way.
+# The stages of one tile, in the order tiled.query_block runs them, with the passes each makes over
+# the whole (h, rows, cols) tile of scores (reads and writes of the tile itself, not of m, l or o).
 TILE_STAGES = {
     "Q K^T (matmul)": 1,  # writes the tile
-    "causal mask": 1,  # diagonal tiles only: builds the tile's triangle, writes -inf above it
-    "stale max: subtract": 1,  # reads and writes the tile
-    "stale max: exp": 1,  # reads and writes the tile
-    "stale max: row sums, check": 1,  # reads the tile
-    "stale max: P V (matmul)": 1,  # reads the tile
-    "stale max: add to l, o": 0,  # (h, rows, 1) and (h, rows, d_v)
-    "redo: Q K^T, mask again": 1,  # a tried tile that failed the check
-    "full: row max": 1,  # reads the tile
-    "full: shift (max, where)": 0,  # (h, rows, 1)
-    "full: subtract": 1,  # reads and writes the tile
-    "full: exp": 1,  # reads and writes the tile
-    "full: alpha = exp(m - shift)": 0,  # (h, rows, 1)
-    "full: row sums": 1,  # reads the tile
-    "full: rescale o": 0,  # (h, rows, d_v)
-    "full: P V (matmul)": 1,  # reads the tile
-    "full: add to o": 0,  # (h, rows, d_v)
+    "mask (tile_mask, where)": 1,  # masked or diagonal tiles only: reads the tile, writes a new one
+    "row max, m_new": 1,  # reads the tile
+    "shift, alpha = exp(m - shift)": 0,  # (h, rows, 1)
+    "subtract (s - shift)": 1,  # reads the tile, writes a new one
+    "exp": 1,  # reads and writes the tile
+    "row sums, l": 1,  # reads the tile
+    "P V (matmul)": 1,  # reads the tile
+    "rescale and add to o": 0,  # (h, rows, d_v)
 }
 BLOCK_STAGES = ("scale Q block, init m, l, o", "normalise o / l")
-MATMULS = {  # a matmul stage -> the counter of its FLOP
-    "Q K^T (matmul)": "qk_flop",
-    "stale max: P V (matmul)": "pv_stale_flop",
-    "full: P V (matmul)": "pv_full_flop",
-}
+MATMULS = {"Q K^T (matmul)": "qk_flop", "P V (matmul)": "pv_flop"}  # a matmul stage -> its FLOP counter
+OVERHEADS = ("tiled.blas_threads()", "tiled.share with no work (BLAS limit, worker pool)",
+             "tile loop on 1 x 1 tiles (Python + numpy call overhead)")
 
 
 def _clock(clocks: dict, name: str, t0: float) -> float:
@@ -93,117 +82,70 @@ def _clock(clocks: dict, name: str, t0: float) -> float:
     return now
 
 
-def profiled_rows(q, k, v, scale, causal, r0, r1, block_k, s_buf, clocks, counts) -> np.ndarray:
-    """``flash._rows`` (no mask argument) with a clock around every stage; the same result."""
+def profiled_query_block(q, k, v, mask, causal, r0, block_q, block_k, clocks, counts):  # -> (..., rows, d_v)
+    """``tiled.query_block`` with a clock around every stage; the same result."""
     c = time.perf_counter()
-    n_q, n_k, rows = q.shape[-2], k.shape[-2], r1 - r0
-    offset = n_k - n_q
-    lead = s_buf.shape[:-2]
-    q_blk = q[..., r0:r1, :] * q.dtype.type(scale)  # (..., rows, d_k)
-    m = np.full((*lead, rows, 1), -np.inf, dtype=q.dtype)  # (..., rows, 1)
-    row_sum = np.zeros((*lead, rows, 1), dtype=q.dtype)  # (..., rows, 1)
-    o = np.zeros((*lead, rows, v.shape[-1]), dtype=q.dtype)  # (..., rows, d_v)
-    every_row_has_max = False
-    k_end = min(n_k, r1 + offset) if causal else n_k
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    q_blk = q[..., r0:r0 + block_q, :] / np.sqrt(q.shape[-1])  # (..., rows, d_k), scaled once
+    m = np.full((*q_blk.shape[:-1], 1), -np.inf, q.dtype)  # (..., rows, 1) running max
+    l = np.zeros_like(m)  # noqa: E741  (..., rows, 1) running sum
+    o = np.zeros((*q_blk.shape[:-1], v.shape[-1]), q.dtype)  # (..., rows, d_v) running weighted sum
+    last_key = min(n_k, r0 + q_blk.shape[-2] + n_k - n_q) if causal else n_k
     c = _clock(clocks, BLOCK_STAGES[0], c)
-    for c0 in range(0, max(k_end, 0), block_k):
-        c1 = min(c0 + block_k, n_k)
+    for c0 in range(0, last_key, block_k):
+        tile = slice(c0, c0 + block_k)
         counts["tiles"] += 1
-        s = s_buf[..., :rows, : c1 - c0]  # (..., rows, cols)
-        np.matmul(q_blk, np.swapaxes(k[..., c0:c1, :], -1, -2), out=s)  # (..., rows, d_k) @ (..., d_k, cols)
+        s = q_blk @ np.swapaxes(k[..., tile, :], -1, -2)  # (..., rows, d_k) @ (..., d_k, cols) -> (..., rows, cols)
         counts["qk_flop"] += 2 * s.size * q.shape[-1]
         c = _clock(clocks, "Q K^T (matmul)", c)
-        allowed = flash._tile_mask(None, causal, offset, r0, r1, c0, c1)  # (rows, cols) or None
+        allowed = tiled.tile_mask(mask, causal, n_k - n_q, r0, s.shape[-2], c0, s.shape[-1])  # None: all allowed
         if allowed is not None:
             counts["masked tiles"] += 1
-            np.copyto(s, -np.inf, where=~allowed)
-        c = _clock(clocks, "causal mask", c)
-        if every_row_has_max:
-            with np.errstate(over="ignore", invalid="ignore"):
-                s -= m  # (..., rows, cols)
-                c = _clock(clocks, "stale max: subtract", c)
-                p = np.exp(s, out=s)  # (..., rows, cols)
-                c = _clock(clocks, "stale max: exp", c)
-                tile_sum = p.sum(axis=-1, keepdims=True)  # (..., rows, 1)
-            ok = (tile_sum <= flash.STALE_MAX_LIMIT).all()
-            c = _clock(clocks, "stale max: row sums, check", c)
-            if ok:
-                pv = p @ v[..., c0:c1, :]  # (..., rows, cols) @ (..., cols, d_v)
-                counts["pv_stale_flop"] += 2 * p.size * v.shape[-1]
-                c = _clock(clocks, "stale max: P V (matmul)", c)
-                row_sum += tile_sum
-                o += pv
-                c = _clock(clocks, "stale max: add to l, o", c)
-                continue
-            counts["redone tiles"] += 1
-            s = flash._tile_scores(q_blk, k, None, causal, offset, r0, r1, c0, c1, s_buf)
-            c = _clock(clocks, "redo: Q K^T, mask again", c)
-        counts["full tiles"] += 1
+            s = np.where(allowed, s, -np.inf)  # (..., rows, cols)
+        c = _clock(clocks, "mask (tile_mask, where)", c)
         m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., rows, 1)
-        c = _clock(clocks, "full: row max", c)
-        shift = np.where(np.isneginf(m_new), 0, m_new)  # (..., rows, 1)
-        c = _clock(clocks, "full: shift (max, where)", c)
-        s -= shift  # (..., rows, cols)
-        c = _clock(clocks, "full: subtract", c)
-        p = np.exp(s, out=s)  # (..., rows, cols)
-        c = _clock(clocks, "full: exp", c)
+        c = _clock(clocks, "row max, m_new", c)
+        shift = np.where(np.isfinite(m_new), m_new, 0)  # (..., rows, 1)
         alpha = np.exp(m - shift)  # (..., rows, 1)
-        c = _clock(clocks, "full: alpha = exp(m - shift)", c)
-        row_sum *= alpha
-        row_sum += p.sum(axis=-1, keepdims=True)  # (..., rows, 1)
-        c = _clock(clocks, "full: row sums", c)
-        o *= alpha  # (..., rows, d_v)
-        c = _clock(clocks, "full: rescale o", c)
-        pv = p @ v[..., c0:c1, :]  # (..., rows, cols) @ (..., cols, d_v) -> (..., rows, d_v)
-        counts["pv_full_flop"] += 2 * p.size * v.shape[-1]
-        c = _clock(clocks, "full: P V (matmul)", c)
-        o += pv
+        c = _clock(clocks, "shift, alpha = exp(m - shift)", c)
+        d = s - shift  # (..., rows, cols); the loop's np.exp(s - shift) in two timed halves
+        c = _clock(clocks, "subtract (s - shift)", c)
+        p = np.exp(d, out=d)  # (..., rows, cols)
+        c = _clock(clocks, "exp", c)
+        l = alpha * l + p.sum(axis=-1, keepdims=True)  # noqa: E741  (..., rows, 1)
+        c = _clock(clocks, "row sums, l", c)
+        pv = p @ v[..., tile, :]  # (..., rows, cols) @ (..., cols, d_v) -> (..., rows, d_v)
+        counts["pv_flop"] += 2 * p.size * v.shape[-1]
+        c = _clock(clocks, "P V (matmul)", c)
+        o = alpha * o + pv  # (..., rows, d_v)
         m = m_new
-        every_row_has_max = not np.isneginf(m).any()
-        c = _clock(clocks, "full: add to o", c)
-    out = o * np.divide(1, row_sum, out=np.zeros_like(row_sum), where=row_sum > 0)  # (..., rows, d_v)
+        c = _clock(clocks, "rescale and add to o", c)
+    out = o / np.where(l > 0, l, 1)  # (..., rows, d_v)
     _clock(clocks, BLOCK_STAGES[1], c)
     return out
 
 
-def profiled_flash(q, k, v, scale, *, causal, threads, clocks, counts,
-                   block_q=flash.BLOCK_Q, block_k=flash.BLOCK_K) -> np.ndarray:
-    """``flash._flash`` (no mask) with every stage timed into ``clocks`` (thread-seconds, summed
-    over the workers) and the call's overheads timed as stages of their own."""
-    c = time.perf_counter()
+def profiled_tiled(q, k, v, mask=None, *, causal=False, threads=None, clocks, counts,
+                   block_q=tiled.BLOCK_Q, block_k=tiled.BLOCK_K) -> np.ndarray:
+    """``tiled_attention`` with every stage of every block timed into ``clocks`` (thread-seconds,
+    summed over the workers) and the tiles counted into ``counts``; the same result."""
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    n_q, d_v = q.shape[-2], v.shape[-1]
-    out = np.empty((*lead, n_q, d_v), dtype=q.dtype)  # (..., N_q, d_v)
-    starts = list(range(0, n_q, block_q))
-    n_workers = min(flash.blas_threads() if threads is None else threads, len(starts))
-    c = _clock(clocks, "blas_threads() + setup", c)
-    per_worker = [defaultdict(float) for _ in range(n_workers)]
+    out = np.empty((*lead, q.shape[-2], v.shape[-1]), q.dtype)  # (..., N_q, d_v)
+    per_worker: dict[int, tuple[defaultdict, defaultdict]] = {}
+    lock = threading.Lock()
 
-    def work(i: int) -> None:
-        s_buf = np.empty((*lead, min(block_q, n_q), min(block_k, k.shape[-2])), dtype=q.dtype)
-        for r0 in starts[i::n_workers]:
-            r1 = min(r0 + block_q, n_q)
-            out[..., r0:r1, :] = profiled_rows(q, k, v, scale, causal, r0, r1, block_k, s_buf,
-                                               per_worker[i], counts)
+    def one_block(r0):
+        with lock:  # one clock and one counter per worker thread: no two threads add to one number
+            mine = per_worker.setdefault(threading.get_ident(), (defaultdict(float), defaultdict(int)))
+        out[..., r0:r0 + block_q, :] = profiled_query_block(q, k, v, mask, causal, r0, block_q, block_k, *mine)
 
-    limit = flash._blas_controller().limit(limits=1, user_api="blas")  # as flash._flash does
-    c = _clock(clocks, "threadpool_limits (enter + exit)", c)
-    if n_workers == 1:
-        work(0)
-        c = time.perf_counter()
-    else:
-        pool = ThreadPoolExecutor(n_workers)
-        c = _clock(clocks, "worker pool (start + join)", c)
-        list(pool.map(work, range(n_workers)))
-        c = time.perf_counter()
-        pool.shutdown()
-        c = _clock(clocks, "worker pool (start + join)", c)
-    limit.restore_original_limits()
-    _clock(clocks, "threadpool_limits (enter + exit)", c)
-    for w in per_worker:
-        for name, t in w.items():
+    tiled.share(one_block, range(0, q.shape[-2], block_q), threads)
+    for w_clocks, w_counts in per_worker.values():
+        for name, t in w_clocks.items():
             clocks[name] += t
-    counts["workers"] = n_workers
+        for name, n in w_counts.items():
+            counts[name] += n
+    counts["workers"] = len(per_worker)
     return out
 
 
@@ -239,7 +181,7 @@ def _rates_alone(a_shape, b_shape, threads: int = 1) -> tuple[float, float]:
 
 def _torch_sdpa_ms(Qh, Kh, Vh, causal: bool, threads: int) -> float:
     """``F.scaled_dot_product_attention`` on the same heads, ``threads`` threads: torch's attention
-    kernel alone, to set beside ``flash._flash`` alone."""
+    kernel alone, to set beside ``tiled_attention`` alone."""
     import torch
     import torch.nn.functional as F
 
@@ -264,20 +206,30 @@ def _loop_overhead_ms(n: int, tiles: int, threads: int) -> float:
     """The tile loop on 1 x 1 tiles (Python and numpy's per-call overhead, no arithmetic to speak
     of), scaled to ``tiles``, the real loop's count. Timed without a mask: a causal 1 x 1 loop
     would skip a different share of its tiles than the real one."""
-    rows, cols = -(-n // flash.BLOCK_Q), -(-n // flash.BLOCK_K)  # query tiles, key tiles
+    rows, cols = -(-n // tiled.BLOCK_Q), -(-n // tiled.BLOCK_K)  # query tiles, key tiles
     q, kv = np.ones((H, rows, 1), np.float32), np.ones((H, cols, 1), np.float32)  # one row per tile
-    ms = _median_ms(lambda: flash._flash(q, kv, kv, None, 1.0, causal=False, block_q=1, block_k=1, threads=threads))
+    ms = _median_ms(lambda: tiled_attention.unchecked(q, kv, kv, block_q=1, block_k=1, threads=threads))
     return ms * tiles / (rows * cols)
+
+
+def _overheads_ms(n: int, tiles: int, threads: int) -> dict[str, float]:
+    """The per-call costs that are not arithmetic (``OVERHEADS``), each timed on its own."""
+    blocks = range(0, n, tiled.BLOCK_Q)
+    return {
+        OVERHEADS[0]: _median_ms(tiled.blas_threads, reps=20),
+        OVERHEADS[1]: _median_ms(lambda: tiled.share(lambda r0: None, blocks, threads), reps=20),
+        OVERHEADS[2]: _loop_overhead_ms(n, tiles, threads),
+    }
 
 
 def exp_alone() -> dict:
     """One tile's exponentials, (h, block_q, block_k) float32 scores already shifted to <= 0, one
-    thread each, interleaved: numpy's exp (as the tiled path runs it, in place), numpy's exp2 (for
-    folding log2(e) into Q), and torch's exp (the kernel torch's attention uses), in ms."""
+    thread each, interleaved: numpy's exp (in place), numpy's exp2 (for folding log2(e) into Q),
+    and torch's exp (the kernel torch's attention uses), in ms."""
     import torch
 
     rng = np.random.default_rng(0)
-    s = rng.standard_normal((H, flash.BLOCK_Q, flash.BLOCK_K)).astype(np.float32) * 3  # (h, rows, cols)
+    s = rng.standard_normal((H, tiled.BLOCK_Q, tiled.BLOCK_K)).astype(np.float32) * 3  # (h, rows, cols)
     s -= s.max(axis=-1, keepdims=True)  # every entry <= 0, as after the subtract
     buf = np.empty_like(s)
     st, bt = torch.from_numpy(s), torch.from_numpy(buf)
@@ -294,60 +246,52 @@ def profile_one(n: int, causal: bool, threads_label: str, threads: int) -> dict:
     """Every stage of one (N, causal, threads) setting, with matmul rates and overheads."""
     x, p = _inputs(n)
     d_k = D_MODEL // H
-    scale = 1 / np.sqrt(d_k)
     x2 = x.reshape(n, D_MODEL)  # (N, d_model)
     Qh, Kh, Vh = (split_heads((x2 @ p[w]).reshape(1, n, D_MODEL), H) for w in ("W_Q", "W_K", "W_V"))  # (B, h, N, d_k)
-    whole = _median_ms(lambda: multi_head_attention(x, p, H, causal=causal))
-    path = picked_path(x, p, causal)
-    attention = _median_ms(lambda: flash._flash(Qh, Kh, Vh, None, scale, causal=causal))
+    whole = _median_ms(lambda: multi_head_attention(x, p, H, causal=causal, tiled=True))
+    formula = _median_ms(lambda: multi_head_attention(x, p, H, causal=causal))
+    attention = _median_ms(lambda: tiled_attention.unchecked(Qh, Kh, Vh, causal=causal))
     projections = _median_ms(lambda: [x2 @ p[w] for w in ("W_Q", "W_K", "W_V")])  # 3 x (N, d_model) @ (d_model, d_model)
     heads = np.ascontiguousarray(Qh)  # stands in for the attention output (B, h, N, d_v)
-    w_o = _median_ms(lambda: merge_heads(heads).reshape(n, D_MODEL) @ p["W_O"])  # (N, h*d_v) @ (h*d_v, d_model)
+    w_o = _median_ms(lambda: heads.swapaxes(1, 2).reshape(n, D_MODEL) @ p["W_O"])  # merge, (N, h*d_v) @ (h*d_v, d_model)
     runs = []
     time.sleep(PAUSE_S)
     for _ in range(REPS):
         clocks, counts = defaultdict(float), defaultdict(int)
         t0 = time.perf_counter()
-        got = profiled_flash(Qh, Kh, Vh, scale, causal=causal, threads=None, clocks=clocks, counts=counts)
+        got = profiled_tiled(Qh, Kh, Vh, causal=causal, clocks=clocks, counts=counts)
         clocks["(wall time of the profiled call)"] = time.perf_counter() - t0
         runs.append((clocks, counts))
-    want = flash._flash(Qh, Kh, Vh, None, scale, causal=causal)
+    want = tiled_attention.unchecked(Qh, Kh, Vh, causal=causal)
     if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
-        raise AssertionError("profiled_flash no longer matches flash._flash: update it to the new loop")
+        raise AssertionError("profiled_tiled no longer matches tiled_attention: update it to the new loop")
     names = list(runs[0][0])
     stage_ms = {name: float(np.median([r[0][name] for r in runs])) * 1e3 for name in names}
     counts = dict(runs[0][1])
-    rows, cols = min(flash.BLOCK_Q, n), min(flash.BLOCK_K, n)
-    qk_shapes, pv_shapes = ((1, H, rows, d_k), (1, H, d_k, cols)), ((1, H, rows, cols), (1, H, cols, d_k))
-    qk, pv = _rates_alone(*qk_shapes), _rates_alone(*pv_shapes)  # (numpy, torch), each shape once
-    rates = {"Q K^T (matmul)": qk, "stale max: P V (matmul)": pv, "full: P V (matmul)": pv,
+    rows, cols = min(tiled.BLOCK_Q, n), min(tiled.BLOCK_K, n)
+    qk = _rates_alone((1, H, rows, d_k), (1, H, d_k, cols))  # (numpy, torch), each shape once
+    pv = _rates_alone((1, H, rows, cols), (1, H, cols, d_k))
+    rates = {"Q K^T (matmul)": qk, "P V (matmul)": pv,
              "projection (N, d_model) @ (d_model, d_model)": _rates_alone((n, D_MODEL), (D_MODEL, D_MODEL), threads)}
-    alone = {name: r[0] for name, r in rates.items()}
-    torch_alone = {name: r[1] for name, r in rates.items()}
     achieved = {name: counts[flop] / stage_ms[name] / 1e6 for name, flop in MATMULS.items() if counts.get(flop)}
     achieved["projection (N, d_model) @ (d_model, d_model)"] = 3 * 2 * n * D_MODEL**2 / projections / 1e6
-    overheads = {
-        "blas_threads() + setup": stage_ms.pop("blas_threads() + setup"),
-        "threadpool_limits (enter + exit)": stage_ms.pop("threadpool_limits (enter + exit)"),
-        "worker pool (start + join)": stage_ms.pop("worker pool (start + join)", 0.0),
-        "tile loop on 1 x 1 tiles (Python + numpy call overhead)": _loop_overhead_ms(n, counts["tiles"], threads),
-    }
     profiled_wall = stage_ms.pop("(wall time of the profiled call)")
     return {
         "N": n, "causal": causal, "threads": threads_label, "workers": counts["workers"],
         "tiles": counts["tiles"], "masked_tiles": counts.get("masked tiles", 0),
-        "full_tiles": counts.get("full tiles", 0), "redone_tiles": counts.get("redone tiles", 0),
         "torch_sdpa_ms": _torch_sdpa_ms(Qh, Kh, Vh, causal, threads),
-        "whole_layer_ms": whole, "layer_path": path, "attention_ms": attention, "projections_ms": projections, "w_o_ms": w_o,
-        "profiled_wall_ms": profiled_wall, "stages_ms": stage_ms, "overheads_ms": overheads,
-        "gflops_achieved": achieved, "gflops_alone": alone, "gflops_torch_alone": torch_alone,
+        "whole_layer_ms": whole, "formula_layer_ms": formula, "attention_ms": attention,
+        "projections_ms": projections, "w_o_ms": w_o,
+        "profiled_wall_ms": profiled_wall, "stages_ms": stage_ms, "overheads_ms": _overheads_ms(n, counts["tiles"], threads),
+        "gflops_achieved": achieved, "gflops_alone": {name: r[0] for name, r in rates.items()},
+        "gflops_torch_alone": {name: r[1] for name, r in rates.items()},
     }
 
 
 def run(quick: bool = False, log=print) -> dict:
     default = numpy_threads()
     out = {"started_utc": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "loadavg_start": os.getloadavg()[0], "block_q": flash.BLOCK_Q, "block_k": flash.BLOCK_K,
+           "loadavg_start": os.getloadavg()[0], "block_q": tiled.BLOCK_Q, "block_k": tiled.BLOCK_K,
            "default_threads": default, "rows": []}
     t0 = time.perf_counter()
     out["exp_alone_ms"] = exp_alone()
@@ -361,9 +305,10 @@ def run(quick: bool = False, log=print) -> dict:
                 for causal in (False, True):
                     r = profile_one(n, causal, label, threads)
                     out["rows"].append(r)
-                    log(f"  {label} threads, N={n}, causal={causal}: layer {r['whole_layer_ms']:.1f} ms, "
-                        f"attention {r['attention_ms']:.1f} ms, exp {r['stages_ms'].get('stale max: exp', 0):.1f} ms, "
-                        f"torch SDPA {r['torch_sdpa_ms']:.1f} ms, full / redone tiles {r['full_tiles']} / {r['redone_tiles']}", flush=True)
+                    log(f"  {label} threads, N={n}, causal={causal}: tiled layer {r['whole_layer_ms']:.1f} ms "
+                        f"(formula {r['formula_layer_ms']:.1f} ms), attention {r['attention_ms']:.1f} ms, "
+                        f"exp {r['stages_ms'].get('exp', 0):.1f} thread-ms, torch SDPA {r['torch_sdpa_ms']:.1f} ms",
+                        flush=True)
     finally:
         set_numpy_threads(default)
     out["loadavg_end"] = os.getloadavg()[0]
@@ -383,9 +328,9 @@ def markdown(res: dict) -> str:
         f"Generated by `python -m benchmarks.profile_tiled` on {res['started_utc']} in {res['wall_s']:.0f} s "
         f"(load average {res['loadavg_start']:.1f} at the start, {res['loadavg_end']:.1f} at the end; "
         "figures worth quoting need a load average below 1). h=8, d_model=512, float32, B=1, "
-        f"tiles of {res['block_q']} query rows x {res['block_k']} keys. Each stage's time is summed over the "
-        "worker threads (thread-milliseconds): with two workers the stages add to about twice the wall "
-        "time. Medians of 3 calls.",
+        f"tiles of {res['block_q']} query rows x {res['block_k']} keys (`tiled.query_block`). Each stage's "
+        "time is summed over the worker threads (thread-milliseconds): with two workers the stages add to "
+        "about twice the wall time. Medians of 3 calls.",
         "",
     ]
     for label in dict.fromkeys(r["threads"] for r in res["rows"]):
@@ -395,10 +340,9 @@ def markdown(res: dict) -> str:
                   f"{rs[0]['workers']} worker{'s' if rs[0]['workers'] > 1 else ''} at N={rs[0]['N']:,})", "",
                   "| stage | passes over the tile | " + " | ".join(_cfg(r) for r in rs) + " |",
                   "|---|---|" + "---|" * len(rs)]
-        lines.append("| tiles (with a causal mask / the full way / redone) | | " + " | ".join(
-            f"{r['tiles']} ({r['masked_tiles']} / {r['full_tiles']} / {r['redone_tiles']})" for r in rs) + " |")
-        stage_names = [BLOCK_STAGES[0], *TILE_STAGES, BLOCK_STAGES[1]]
-        for name in stage_names:
+        lines.append("| tiles (of them masked) | | " + " | ".join(
+            f"{r['tiles']} ({r['masked_tiles']})" for r in rs) + " |")
+        for name in [BLOCK_STAGES[0], *TILE_STAGES, BLOCK_STAGES[1]]:
             passes = TILE_STAGES.get(name, "")
             lines.append(f"| {name} | {passes} | " + " | ".join(
                 f"{r['stages_ms'].get(name, 0):,.1f} ms ({r['stages_ms'].get(name, 0) / sum(r['stages_ms'].values()):.0%})"
@@ -407,7 +351,7 @@ def markdown(res: dict) -> str:
             f"**{sum(r['stages_ms'].values()):,.1f} ms**" for r in rs) + " |")
         lines.append("| wall time of the profiled call | | "
                      + " | ".join(f"{r['profiled_wall_ms']:,.1f} ms" for r in rs) + " |")
-        lines.append("| attention alone (`flash._flash`, not profiled) | | "
+        lines.append("| attention alone (`tiled_attention`, not profiled) | | "
                      + " | ".join(f"{r['attention_ms']:,.1f} ms" for r in rs) + " |")
         lines.append("| torch's attention alone (`F.scaled_dot_product_attention`, same heads and threads) | | "
                      + " | ".join(f"{r['torch_sdpa_ms']:,.1f} ms" for r in rs) + " |")
@@ -415,8 +359,10 @@ def markdown(res: dict) -> str:
             lines.append(f"| overhead: {name} | | " + " | ".join(f"{r['overheads_ms'][name]:,.2f} ms" for r in rs) + " |")
         lines.append("| Q, K, V projections (3 matmuls) | | " + " | ".join(f"{r['projections_ms']:,.1f} ms" for r in rs) + " |")
         lines.append("| merge heads + W_O | | " + " | ".join(f"{r['w_o_ms']:,.1f} ms" for r in rs) + " |")
-        lines.append("| **whole layer** (`multi_head_attention`, on the path it picks) | | "
-                     + " | ".join(f"**{r['whole_layer_ms']:,.1f} ms** ({r['layer_path']})" for r in rs) + " |")
+        lines.append("| **whole layer, `tiled=True`** | | "
+                     + " | ".join(f"**{r['whole_layer_ms']:,.1f} ms**" for r in rs) + " |")
+        lines.append("| whole layer, the formula (for comparison) | | "
+                     + " | ".join(f"{r['formula_layer_ms']:,.1f} ms" for r in rs) + " |")
         lines += ["", "Achieved rate of each matmul against the same shape alone (GFLOP/s: achieved, of numpy's "
                   "rate alone (share), torch's rate alone; the tile matmuls alone with one thread, as each worker "
                   "runs them; the projections at this setting's threads):", "",

@@ -206,34 +206,70 @@ def _memory(results: dict) -> list[str]:
     return lines
 
 
+def _ratio(x: float | None, bold: bool = False) -> str:
+    if x is None:
+        return "not run"
+    return f"**{x:.2f}x**" if bold else f"{x:.2f}x"
+
+
+def tiled_pays_from(rows: list[dict]) -> int | None:
+    """The smallest N from which the tiled path was faster at every longer N measured (``rows`` of
+    one thread setting and one causal flag, from ``long_context.formula_vs_tiled``; an N where the
+    formula was not run counts for the tiled path); None if the formula was faster at the longest
+    N where both ran."""
+    start = None
+    for r in sorted(rows, key=lambda r: r["N"]):
+        if r["faster"] == "formula":
+            start = None
+        elif start is None:
+            start = r["N"]
+    return start
+
+
 def _long_context(results: dict) -> list[str]:
+    from .long_context import formula_vs_tiled
+
     lc = results.get("long_context")
     if not lc or not lc.get("rows"):
         return ["Not measured."]
-    lines = [f"Tile sizes: block_q = {lc['block_q']} query rows, block_k = {lc['block_k']} keys. The formula runs up to "
-             f"{lc['formula_max_score_bytes'] / 2**20:g} MiB of scores (`FORMULA_MAX_SCORE_BYTES`), causal up to "
-             f"{lc['formula_max_score_bytes'] * lc['causal_switch_fraction'] / 2**20:g} MiB (`CAUSAL_SWITCH_FRACTION`).", "",
-             "| threads | N | causal | path | ours | torch MHA | torch SDPA | vs torch MHA | vs torch SDPA "
-             "| ours % of GEMM | torch MHA % of GEMM | torch SDPA % of GEMM | GEMM GFLOP/s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"Tiles of the tiled path: block_q = {lc['block_q']} query rows, block_k = {lc['block_k']} keys. "
+             f"The formula is not timed above N = {lc['formula_max_n']:,} (\"not run\").", "",
+             "| threads | N | causal | formula | tiled | torch MHA | torch SDPA | formula vs torch MHA "
+             "| tiled vs torch MHA | formula vs torch SDPA | tiled vs torch SDPA | formula % of GEMM "
+             "| tiled % of GEMM | torch MHA % of GEMM | torch SDPA % of GEMM | GEMM GFLOP/s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in lc["rows"]:
         t, f = r["times"], r["gemm_fraction"]
-        lines.append(
-            f"| {r['threads']} | {r['N']:,} | {'yes' if r['causal'] else 'no'} | {r['path']} | {_ms(t['ours'])} "
-            f"| {_ms(t['torch MHA'])} | {_ms(t['torch SDPA'])} | **{r['vs torch MHA']:.2f}x** "
-            f"| **{r['vs torch SDPA']:.2f}x** | {f['ours']:.0%} | {f['torch MHA']:.0%} | {f['torch SDPA']:.0%} "
-            f"| {r['gemm_gflops']:.0f} |")
-    if lc.get("crossover"):
-        lines += ["", "Which attention path is fastest around the switch: the layer forced onto each path, "
-                  "interleaved (\"blocked\" also returns the weights, as it does when it runs). \"picked\" is "
-                  "what `attention_path` chooses; the last column is its time over the fastest's.", "",
-                  "| threads | N | causal | formula | blocked | tiled | picked | fastest | picked / fastest |",
-                  "|---|---|---|---|---|---|---|---|---|"]
-        for r in lc["crossover"]:
-            t = r["times"]
-            lines.append(f"| {r['threads']} | {r['N']:,} | {'yes' if r['causal'] else 'no'} | {_ms(t['formula'])} "
-                         f"| {_ms(t['blocked'])} | {_ms(t['tiled'])} | {r['chosen']} | {r['fastest']} "
-                         f"| {r['chosen_over_fastest']:.2f} |")
+        mha, sdpa = r["vs torch MHA"], r["vs torch SDPA"]
+        cells = [r["threads"], f"{r['N']:,}", "yes" if r["causal"] else "no",
+                 _ms(t["formula"]) if "formula" in t else "not run", _ms(t["tiled"]), _ms(t["torch MHA"]),
+                 _ms(t["torch SDPA"]), _ratio(mha.get("formula"), True), _ratio(mha["tiled"], True),
+                 _ratio(sdpa.get("formula"), True), _ratio(sdpa["tiled"], True),
+                 *(f"{f[k]:.0%}" if k in f else "not run" for k in ("formula", "tiled", "torch MHA", "torch SDPA")),
+                 f"{r['gemm_gflops']:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    table = formula_vs_tiled(lc)
+    lines += ["", "### Formula or tiled: the caller's choice", "",
+              "`multi_head_attention(x, params, 8)` (the formula) against `multi_head_attention(x, params, 8, "
+              "tiled=True)` at each N, interleaved in the same repetitions (the rows above, and between their "
+              "lengths runs of these two alone). \"tiled / formula\" below 1: `tiled=True` is faster at that N.", "",
+              "| threads | N | causal | formula | tiled | tiled / formula | faster |", "|---|---|---|---|---|---|---|"]
+    for r in table:
+        ratio = r["tiled_over_formula"]
+        lines.append(f"| {r['threads']} | {r['N']:,} | {'yes' if r['causal'] else 'no'} "
+                     f"| {_ms(r['formula']) if r['formula'] else 'not run'} | {_ms(r['tiled'])} "
+                     f"| {'' if ratio is None else f'**{ratio:.2f}**'} | {r['faster'] or 'tiled (formula not run)'} |")
+    lines.append("")
+    for threads in dict.fromkeys(r["threads"] for r in table):
+        for causal in (False, True):
+            rows = [r for r in table if r["threads"] == threads and r["causal"] == causal]
+            if not rows:
+                continue
+            n = tiled_pays_from(rows)
+            where = (f"faster from N = {n:,} on, at every longer N measured" if n is not None
+                     else "not faster at the longest N where both ran")
+            label = "1 thread" if threads == "1" else f"{threads} threads"
+            lines.append(f"- {label}, {'causal' if causal else 'not causal'}: `tiled=True` {where}.")
     lines += ["", "Peak memory of one call (peak resident set during the call above the resident set before it, "
               "each in a fresh process):", "",
               "| N | implementation | peak | score tensor (h, N, N) | peak / scores |", "|---|---|---|---|---|"]
@@ -329,10 +365,10 @@ def markdown(results: dict) -> str:
         "",
         *_machine(results),
         "",
-        "The machine is shared: other engineers ran tests, notebooks and browsers on the same two "
-        "cores during this run, so absolute times wander. Each comparison interleaves every "
-        "implementation in the same repetitions, which keeps the *ratios* meaningful; the \"load\" "
-        "rows above say how busy the machine was.",
+        "Each comparison interleaves every implementation in the same repetitions, so a burst of "
+        "load from other processes hits all of them alike and the *ratios* stay meaningful; absolute "
+        "times still move with the load. The \"load\" rows above say how busy the machine was: "
+        "figures worth quoting come from a run where other processes used close to 0 CPUs.",
         "",
         "## Goals",
         "",
@@ -374,9 +410,10 @@ def markdown(results: dict) -> str:
         "",
         "### Where the time goes (h=8, B=1, float32, default threads)",
         "",
-        "Each step of the fused forward timed on its own, interleaved; the share is of the full "
-        "forward's median. The one-shot rows run a step over the whole (h, N, N) score tensor; "
-        "\"attention as run\" is what the forward actually does (blocks of query rows).",
+        "Each step of the forward timed on its own, interleaved; the share is of the whole forward's "
+        "median (`multi_head_attention`, the formula). The \"formula:\" rows are the formula's three "
+        "steps, each over the whole (h, N, N) score tensor; \"attention: tiled\" is what `tiled=True` "
+        "runs in their place, on the same heads.",
         "",
         *_breakdown(results),
         "",
@@ -427,11 +464,13 @@ def markdown(results: dict) -> str:
 
 
 LONG_CONTEXT_INTRO = (
-    "The fused layer at h=8, d_model=512, float32, B=1, against `nn.MultiheadAttention` "
+    "The layer at h=8, d_model=512, float32, B=1, on each of its two paths: the formula "
+    "(`multi_head_attention(x, params, 8)`, the whole score tensor) and `tiled=True` (`tiled_attention`, "
+    "an online softmax over tiles of keys), against `nn.MultiheadAttention` "
     "(need_weights=False; causal: a boolean `attn_mask` with `is_causal=True`) and against the same "
     "projections around `F.scaled_dot_product_attention` (`is_causal`), all on the same weights, "
     "interleaved in one run per row. \"vs torch\" is torch's time over ours (above 1, ours is faster). "
-    "\"path\" is the attention path `multi_head_attention` chose. \"% of GEMM\" is 2 x the useful MACs "
+    "\"% of GEMM\" is 2 x the useful MACs "
     "(`count_macs`; causal: only the N(N+1)/2 allowed query-key pairs) over the time, divided by the rate "
     "of a 1024 x 1024 GEMM timed in the same repetitions."
 )
@@ -480,67 +519,23 @@ def keep_generated_blocks(old: str, new: str) -> str:
     return new
 
 
-NOTES = """## What was changed in the core, and what it bought
+NOTES = """## Reading these results
 
-Measured with `python -m benchmarks.before_after 1124612 --threads 1` (the first commit of the core
-against the current tree, interleaved in one process, one thread each so that the load on the
-shared machine does not decide the result; 2026-11-30 02:30 UTC):
-
-| size (float32) | before | after | speed-up | vs torch before -> after |
-|---|---|---|---|---|
-| h=8, N=100, B=1 | 2.33 ms | 2.29 ms | 1.02x | 0.95x -> 0.96x |
-| h=8, N=512, B=1 | 49.7 ms | 44.9 ms | 1.11x | 0.69x -> 0.77x |
-| h=8, N=2048, B=1 | 436 ms | 335 ms | 1.30x | 0.49x -> 0.64x |
-| h=64, N=512, B=1 | 82.8 ms | 52.2 ms | 1.59x | 0.31x -> 0.49x |
-| h=1, N=2048, B=1 | 93.9 ms | 92.0 ms | 1.02x | 0.93x -> 0.95x |
-| h=8, N=512, B=8 | 164 ms | 145 ms | 1.13x | 0.78x -> 0.88x |
-
-1. **Blocked attention** (then in `mha_core/attention.py`; now `mha_core/core/flash.py`,
-   `blocked_attention`, `SCORE_BLOCK_BYTES` = 16 MiB, used when the weights are kept; without
-   them the tiled path has replaced it). When no tracer is watching, Q K^T, the mask, the softmax and the product with V run on one block of
-   query rows at a time, in one block buffer allocated once per call. Each row's softmax needs only
-   its own scores, so nothing changes numerically. It helps twice: the block is still in cache
-   when the softmax's passes and the second matmul read it, and the call no longer touches a fresh
-   N^2 array. On this VM first-touching fresh memory is slow: Q K^T at N=2048, h=8 took 22 ms into
-   a reused buffer and 128 ms into a new 128 MiB array. Peak memory without weights drops from
-   about one score tensor to a quarter of it at N=2048 (table above). With a tracer the steps run
-   once at full size, so `trace_shapes` and the MAC ledger are the textbook ones; the tests check
-   that tracing does not change a single bit of the output.
-2. **No second validation, no unused weights.** The fused forward calls the unchecked attention
-   directly (its arguments were checked by `check_layer_args`) and allocates the (B, h, N, N) weights only when
-   `return_weights=True`.
-3. **Softmax normalisation by a reciprocal.** `softmax_` multiplies each row by `1/sum` (0 for a
-   fully masked row) instead of a masked `np.divide(..., where=)` over the N^2 array, which ran at
-   half the speed.
-
-Tried and not adopted:
-- **Fused QKV projection.** One packed (d_model, 3 d_model) GEMM was 5-15% faster than three, but
-  packing `W_Q | W_K | W_V` costs a 3 d_model^2 copy per call, more than it saves at N <= 512. It
-  pays only if the weights are stored packed, which would change the `params` dict the notebooks
-  teach.
-- **Contiguous copies before the batched matmuls.** No gain: the per-head views from `split_heads`
-  have a unit stride along d_k, so BLAS takes them as they are.
-- **Normalising after the weighted sum**, `(e / sum e) V = (e V) / sum e`: saves one N^2 pass
-  (about 6% at N=2048) but moves the last bit of the output between traced and untraced runs.
-- **float64 upcasts**: none on the fast path (the scale is cast to the input's dtype).
-- **Threads for the softmax**: numpy releases the GIL, so two threads could share the exp, but it
-  needs a thread pool, i.e. hidden global state in a teaching library.
-
-## Why the goals are not all met
-
-- **One thread each, the code itself is close to torch at short N and behind at long N** (table
-  "One thread each"). What is left is the softmax (table "Where the time goes"): numpy makes five
-  passes over the N^2 scores (max, subtract, exp, sum, scale), each on one core, while torch's
-  CPU attention kernel (`need_weights=False`) fuses them into one pass per block and uses every
-  core. The matmuls themselves run at BLAS speed. With `need_weights=True` torch must materialise
-  the weights too, and numpy+weights is much closer or ahead.
-- **At the default 2 threads on this shared machine, numpy loses far more than torch.** A forward at
-  h=8 makes about 20 BLAS calls (three projections, h products for Q K^T and h for weights V, W_O),
-  and OpenBLAS hands half of each call to its second thread. When another process holds the other
-  core, each hand-off waits for the scheduler: the h=8, N=100 forward took about 220 ms in a loaded
-  quick run against about 2 ms on a quiet core, with times bunched near multiples of 4 ms. torch
-  makes fewer, larger calls and suffers less. Compare the "load" rows above with the ratios. For
-  the dashboard and the notebooks, whose arrays are small, `OPENBLAS_NUM_THREADS=1` avoids this.
+- **Before and after a change to the core**: `python -m benchmarks.before_after REV` times the layer
+  of commit REV against the working tree, interleaved in one process (`--mode tiled` for the tiled
+  path, `--mode attention` for the attention functions alone; `--help` lists the options). Quote the
+  one-thread figures (`--threads 1`, or `--cpu-time` on a busy machine).
+- **One thread each is the comparison of the code itself** (table "One thread each"). At long N
+  what separates the formula from torch is the softmax (table "Where the time goes"): numpy makes
+  separate passes over the N^2 scores (max, subtract, exp, sum, divide), each on one core, while
+  torch's CPU attention kernel (`need_weights=False`) fuses them into one pass per block and uses
+  every core. The matmuls themselves run at BLAS speed. With `need_weights=True` torch must build
+  the weights too, and numpy+weights is closer.
+- **The default-thread ratios move with the load.** A forward makes a few dozen BLAS calls, and a
+  multi-threaded BLAS hands part of each to its other threads; when another process holds a core,
+  each hand-off waits for the scheduler. torch makes fewer, larger calls and suffers less. Compare
+  the "load" rows with the ratios; for the dashboard and the notebooks, whose arrays are small,
+  `OPENBLAS_NUM_THREADS=1` avoids this.
 - **GEMM fraction.** The reference is a square 1024 x 1024 GEMM. At B=1 the projections are
   (N x 512) @ (512 x 512) products, too small for BLAS to reach that rate, and the softmax is time
   with no MACs. At B=8 the projections are large GEMMs and the fraction is higher.
@@ -548,55 +543,29 @@ Tried and not adopted:
   products of shape (N, 8) @ (8, N) and (N, N) @ (N, 8). They do about d_k/2 = 4 FLOP per element
   of the N x N score tensor they write or read, so memory bandwidth limits them, not the FMA units,
   and BLAS cannot fill its register tiles along a summed axis only 8 long. The softmax also does
-  h * N^2 exponentials, 64 times those of one head, which the MAC count ignores. The texts predict
-  it: a very large h with a tiny d_k leaves each matmul too small to keep the SIMD lanes busy.
-  torch's fused kernel suffers less because it never writes the N x N tensor when
-  `need_weights=False`.
-- **Blocks and busy machines: the trade-off of change 1.** Each block of query rows costs B*h BLAS
-  calls per matmul (8 blocks x 8 heads x 2 = 128 calls at N=2048, against 16 for the one-shot
-  form), and under heavy load every call can stall. On one thread or a quiet machine blocking wins
-  (1.30x at N=2048, table above; the "attention as run" row of the breakdown is below the sum of
-  the one-shot rows when the machine is calm), but in a heavily loaded run the blocked attention
-  can come out slower than the one-shot steps. `MAX_SCORE_BLOCKS` = 8 bounds the damage: a first
-  version without that bound made 64 blocks at h=64, N=2048 and took 12 s under load against
-  0.56 s for torch.
-- **The default-thread ratios move with the load.** The same sizes gave 1.17x / 1.58x / 0.80x
-  (h=8, float32, B=1, N=100 / 512 / 2048) in a run at 02:41 UTC and 0.57x / 0.86x / 0.92x in
-  the run at 02:49 UTC, on unchanged code. The one-thread ratios were steady across four runs
-  (0.93-0.99x / 0.78-0.81x / 0.63-0.66x), so those are the ones to quote.
+  h * N^2 exponentials, 64 times those of one head, which the MAC count ignores. torch's fused
+  kernel suffers less because it never writes the N x N tensor when `need_weights=False`.
 """
 
 
-LONG_CONTEXT_NOTES = """### Long context: why the tiled path is built as it is, and what is left
+LONG_CONTEXT_NOTES = """### Long context: how to read it
 
-The figures for these notes are in the tables above and in "Where the tiled path's time goes"
-(written into benchmarks/RESULTS_long_context.md by `make profile-tiled`); the reasons are here. On a busy machine the default-thread rows are
-decided by the load more than by the code: quote the ratios of one run, with its load row.
-
-- **Which path runs.** The formula (the whole score tensor at once) up to
-  `FORMULA_MAX_SCORE_BYTES` (causal: a fraction of it, since the tiled path skips the tiles above
-  the diagonal), the tiled online softmax above it when the weights are not asked
-  for, blocks of query rows when they are. The crossover table times the layer forced onto each
-  path at the lengths around the switch, so each run checks the rule; "picked / fastest" above
-  1 at some N means the constant should move.
-- **Worker threads, one BLAS thread each.** Query blocks are independent, so two workers share
-  them, each with its BLAS held to one thread: the exponentials (one-threaded in numpy) then run
-  on both cores, and no tile-sized BLAS call waits for a second core that another process holds.
-  The workers follow numpy's BLAS thread count, so `OPENBLAS_NUM_THREADS=1` means one worker.
-  threadpoolctl finds the BLAS libraries once per process (`flash._blas_controller`); scanning
-  them on every call cost about a millisecond twice per call, visible at the dashboard's lengths.
-- **Tile sizes.** 128 query rows x 256 keys: 1 MiB of scores for 8 heads, so the passes over
-  the tile (max, subtract, exp, sum, and `P V`) re-read it from the L2 cache or close to it, and
-  causal tiles follow the diagonal closely. The profile's "passes over the tile" column counts
-  those passes.
-- **Tried and dropped.** `exp2` with log2(e) folded into Q: numpy's `exp2` is slower than its
-  `exp` (the profile's last table). The row sums inside the matmul (a column of ones appended to
-  V, so `P [V | 1]` returns them): 65 columns fit BLAS's kernels worse than 64, and it was slower
-  than `P V` plus a sum.
-- **What would close the gap.** In the profile the two matmuls take most of the time and run
-  below the rate the same shapes reach alone; the max, subtract, exp and sum passes take most of
-  the rest. torch's fused kernel does max, subtract, exp and sum in one pass while the tile is
-  in registers; numpy does each as a separate sweep over the tile in memory, and the project
-  keeps the tiled path in NumPy (no numba, no C), so those passes stay. Where a size misses
-  1.0x, the profile shows which stage holds it back at that N.
+- **Which path runs is the caller's choice.** `multi_head_attention` runs the formula unless it is
+  given `tiled=True`; nothing switches by itself. The table "Formula or tiled" is the evidence for
+  that choice on the measured machine: below the N where `tiled=True` starts to win, the formula
+  (which can also return the weights) is the faster call; above it, and wherever the score tensor
+  would not fit in memory, `tiled=True` is the one to pass.
+- **The tiled path.** `tiled_attention` keeps a running max, sum and weighted sum per query row and
+  walks the keys a tile at a time (lesson 11); causal tiles wholly above the diagonal are skipped,
+  which is why its causal rows gain more than the formula's. Query blocks are shared by worker
+  threads (`tiled.share`), each with its BLAS held to one thread, so the exponentials (one-threaded
+  in numpy) run on every core; `OPENBLAS_NUM_THREADS=1` means one worker. Tiles are
+  `tiled.BLOCK_Q` x `tiled.BLOCK_K` (128 x 256: 1 MiB of float32 scores for 8 heads), small enough
+  that the passes over a tile re-read it from cache.
+- **What the tiled path cannot do in NumPy.** Each tile is swept by separate numpy calls (Q K^T,
+  the mask, the max, subtract, exp, the sum, P V), where torch's fused kernel does max, subtract,
+  exp and sum in one pass while the tile is in registers. `python -m benchmarks.profile_tiled`
+  times each stage of `tiled.query_block` and sets each matmul against the same shape alone.
+- **Load.** On a busy machine the default-thread rows are decided by the load more than by the
+  code: quote the one-thread rows, with the run's load row.
 """

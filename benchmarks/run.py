@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         ("single_thread", "the headline sizes with one thread each", lambda: core.single_thread(args.quick)),
         ("breakdown", "where the fused forward's time goes", lambda: core.breakdown(args.quick)),
         ("memory", "peak memory of the forward", lambda: memory.run(args.quick)),
-        ("long_context", "long context: the layer against torch MHA and SDPA, N = 100 to 8192, causal and not",
+        ("long_context", "long context: formula and tiled=True against torch MHA and SDPA, N = 100 to 8192, causal and not",
          lambda: long_context.run(args.quick)),
     ]
     if not args.skip_models:

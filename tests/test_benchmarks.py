@@ -113,26 +113,94 @@ def test_markdown_renders_skipped_sizes_and_missing_sections():
     assert "**1.20x**" in md
 
 
+# Names of the code before issue 27 that no generated report may print any more.
+OLD_NAMES = ("softmax_", "blocked_attention", "FORMULA_MAX_SCORE_BYTES", "CAUSAL_SWITCH_FRACTION",
+             "SCORE_BLOCK_BYTES", "attention_path", "check_layer_args", "stale max", "flash", "_blocked")
+
+
+def _t(ms):
+    return {"median": ms / 1e3, "iqr": 0.0, "q1": ms / 1e3, "q3": ms / 1e3, "min": ms / 1e3, "n": 3}
+
+
+def _lc_row(n, causal, threads, formula_ms, tiled_ms, torch_ms=10.0):
+    times = {"tiled": _t(tiled_ms), "torch MHA": _t(torch_ms), "torch SDPA": _t(torch_ms / 2), "gemm": _t(5.0)}
+    if formula_ms is not None:
+        times["formula"] = _t(formula_ms)
+    mine = [k for k in ("formula", "tiled") if k in times]
+    return {"N": n, "h": 8, "threads": threads, "causal": causal, "times": times,
+            "tiled_over_formula": None if formula_ms is None else tiled_ms / formula_ms,
+            "vs torch MHA": {k: torch_ms / times[k]["median"] / 1e3 for k in mine},
+            "vs torch SDPA": {k: torch_ms / 2 / times[k]["median"] / 1e3 for k in mine},
+            "gemm_gflops": 100.0, "gemm_fraction": {k: 0.5 for k in times if k != "gemm"}}
+
+
+def _long_context_results():
+    """long_context.run's output at three row lengths and one crossover length (no real run)."""
+    rows, crossover = [], []
+    for threads in ("default", "1"):
+        for causal in (False, True):
+            rows += [_lc_row(100, causal, threads, 1.0, 2.0), _lc_row(512, causal, threads, 10.0, 9.0),
+                     _lc_row(8192, causal, threads, None, 900.0)]
+            crossover.append({"N": 256, "causal": causal, "threads": threads,
+                              "times": {"formula": _t(4.0), "tiled": _t(4.4 if causal else 5.0)},
+                              "tiled_over_formula": (4.4 if causal else 5.0) / 4.0})
+    memory = [{"N": 2048, "impl": impl, "peak_bytes": b, "score_bytes": 8 * 2048**2 * 4}
+              for impl, b in (("formula", 3 * 2**27), ("tiled", 2**22), ("torch MHA", 2**23))]
+    lc = {"block_q": 128, "block_k": 256, "formula_max_n": 4096, "rows": rows, "crossover": crossover,
+          "memory": memory}
+    machine = {"cpu": "x", "logical_cpus": 2, "cpus_available": 2, "python": "3", "numpy": "2",
+               "numpy_blas": "b", "numpy_blas_threads": 2}
+    return {"machine": machine, "mode": "quick", "started_utc": "now", "load": {}, "only": ["long_context"],
+            "long_context": lc, "wall_s": 1.0}
+
+
+def test_formula_vs_tiled_merges_the_rows_and_the_crossover_runs():
+    from benchmarks import long_context
+
+    table = long_context.formula_vs_tiled(_long_context_results()["long_context"])
+    one = [r for r in table if r["threads"] == "1" and not r["causal"]]
+    assert [r["N"] for r in one] == [100, 256, 512, 8192]  # sorted by N, both sources
+    assert [r["faster"] for r in one] == ["formula", "formula", "tiled", None]
+    assert one[-1]["formula"] is None and one[1]["tiled_over_formula"] == 1.25
+    assert report.tiled_pays_from(one) == 512
+    assert report.tiled_pays_from([{"N": 100, "faster": "tiled"}, {"N": 200, "faster": "formula"}]) is None
+    assert long_context.impls_at(4096) == ("formula", "tiled") and long_context.impls_at(8192) == ("tiled",)
+    assert long_context.useful_macs(8, True) < long_context.useful_macs(8, False)
+
+
 def test_long_context_section_renders_every_row_and_the_only_report():
-    results = json.loads((Path(report.__file__).parent / "results_long_context.json").read_text())
+    results = _long_context_results()
     lc = results["long_context"]
     full = report.markdown({**results, "only": None})
     only = report.markdown(results)
-    from benchmarks import long_context
-
-    lengths = long_context.QUICK_LENGTHS if results["mode"] == "quick" else long_context.LENGTHS
-    assert {(r["N"], r["causal"], r["threads"]) for r in lc["rows"]} == {
-        (n, c, t) for n in lengths for c in (False, True) for t in ("default", "1")}
-    assert {(r["N"], r["causal"], r["threads"]) for r in lc["crossover"]} >= {(100, False, "1"), (512, True, "default")}
     for md in (full, only):
         for r in lc["rows"]:
-            assert f"**{r['vs torch MHA']:.2f}x** | **{r['vs torch SDPA']:.2f}x** | {r['gemm_fraction']['ours']:.0%}" in md
-        for r in lc["crossover"]:
-            assert f"| {r['chosen']} | {r['fastest']} | {r['chosen_over_fastest']:.2f} |" in md
+            assert f"| {r['threads']} | {r['N']:,} | {'yes' if r['causal'] else 'no'} |" in md
+            assert f"**{r['vs torch MHA']['tiled']:.2f}x** | " in md
+        assert "| default | 8,192 | no | not run | 900.00 ms ±0.00 |" in md  # the formula is not run at 8192
+        assert "| 1 | 256 | yes | 4.00 ms ±0.00 | 4.40 ms ±0.00 | **1.10** | formula |" in md
+        assert "| 1 | 512 | no | 10.00 ms ±0.00 | 9.00 ms ±0.00 | **0.90** | tiled |" in md
+        assert "- 1 thread, not causal: `tiled=True` faster from N = 512 on, at every longer N measured." in md
         for r in lc["memory"]:
             assert f"| {r['N']:,} | {r['impl']} | {r['peak_bytes'] / 2**20:,.0f} MiB" in md
-        assert f"block_q = {lc['block_q']}" in md and "What would close the gap" in md
+        assert "block_q = 128" in md and "Formula or tiled" in md
+        for name in OLD_NAMES:  # no prose about the code before issue 27
+            assert name not in md, name
     assert only.startswith("# Benchmark results: long context") and "## Goals" not in only
+
+
+def test_report_prose_names_no_old_code():
+    for text in (report.NOTES, report.LONG_CONTEXT_NOTES, report.LONG_CONTEXT_INTRO):
+        for name in OLD_NAMES:
+            assert name not in text, name
+        assert "UTC" not in text and "this VM" not in text  # no dated narratives, no notes on one machine
+
+
+def test_every_benchmark_module_imports():
+    import importlib
+
+    for path in sorted((Path(report.__file__).parent).glob("*.py")):
+        importlib.import_module(f"benchmarks.{path.stem}")
 
 
 def test_only_runs_write_their_own_files_and_keep_the_profile_block(tmp_path, monkeypatch):
@@ -148,9 +216,8 @@ def test_only_runs_write_their_own_files_and_keep_the_profile_block(tmp_path, mo
     kept = report.keep_generated_blocks(text, "# new report\n")
     assert kept.startswith("# new report") and "second" in kept
     assert report.keep_generated_blocks("no markers", "# new\n") == "# new\n"
-    results = json.loads((Path(report.__file__).parent / "results_long_context.json").read_text())
     (tmp_path / "results.json").write_text("full run")  # a --only run must leave the full run's files alone
-    fake = dict(results["long_context"])
+    fake = _long_context_results()["long_context"]
 
     class FakeSection:
         @staticmethod
@@ -158,6 +225,7 @@ def test_only_runs_write_their_own_files_and_keep_the_profile_block(tmp_path, mo
             return fake
 
     monkeypatch.setattr(run, "long_context", FakeSection)
+    monkeypatch.setattr(run, "machine_info", lambda: _long_context_results()["machine"])  # no torch import
     assert run.main(["--only", "long_context", "--quick", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "results.json").read_text() == "full run" and not (tmp_path / "RESULTS.md").exists()
     written = md.read_text()
@@ -165,58 +233,148 @@ def test_only_runs_write_their_own_files_and_keep_the_profile_block(tmp_path, mo
     assert json.loads((tmp_path / "results_long_context.json").read_text())["long_context"]["rows"] == fake["rows"]
 
 
-def test_profiled_flash_runs_the_tile_loop_of_flash():
+def test_profiled_tiled_runs_the_loop_of_tiled_attention():
     import numpy as np
 
     from benchmarks import profile_tiled
-    from mha_core.core import flash
+    from mha_core import tiled_attention
 
     rng = np.random.default_rng(4)
-    for shape, causal in (((2, 3, 37, 8), True), ((1, 4, 50, 8), False)):  # B > 1, odd N, tile edges
+    mask = rng.random((37, 37)) > 0.2  # (N_q, N_k), broadcast over B and h
+    for shape, causal, m in (((2, 3, 37, 8), True, None), ((1, 4, 50, 8), False, None), ((2, 3, 37, 8), False, mask)):
         q, k, v = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))  # (B, h, N, d_k)
         clocks, counts = defaultdict(float), defaultdict(int)
-        got = profile_tiled.profiled_flash(q, k, v, 0.3, causal=causal, threads=2, clocks=clocks, counts=counts,
+        got = profile_tiled.profiled_tiled(q, k, v, m, causal=causal, threads=2, clocks=clocks, counts=counts,
                                            block_q=16, block_k=8)
-        np.testing.assert_allclose(got, flash._flash(q, k, v, None, 0.3, causal=causal, block_q=16, block_k=8),
-                                   rtol=1e-6, atol=1e-7)
+        want = tiled_attention(q, k, v, m, causal=causal, block_q=16, block_k=8)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
         # 37 rows: 3 query blocks of 16, 16, 5; 37 keys: 5 tiles of 8; causal skips those after the block's rows
-        want = sum(-(-min(r0 + 16, shape[2]) // 8) if causal else -(-shape[2] // 8) for r0 in range(0, shape[2], 16))
-        assert counts["tiles"] == want and counts["workers"] == 2
-        ran = set(profile_tiled.TILE_STAGES) - {"redo: Q K^T, mask again"}
-        assert ran <= set(clocks) and all(t >= 0 for t in clocks.values())
-        # a row's first tile goes the full way, every later one is tried against the stale max and kept
-        assert counts["full tiles"] == len(range(0, shape[2], 16)) and counts["redone tiles"] == 0
-        assert counts["qk_flop"] == counts["pv_stale_flop"] + counts["pv_full_flop"] > 0
-    k[..., 24:, :] *= 40  # keys 24-36 score far above the first tiles' max: their tiles are redone
-    clocks, counts = defaultdict(float), defaultdict(int)
-    got = profile_tiled.profiled_flash(q, k, v, 0.3, causal=False, threads=1, clocks=clocks, counts=counts,
-                                       block_q=16, block_k=8)
-    np.testing.assert_allclose(got, flash._flash(q, k, v, None, 0.3, causal=False, block_q=16, block_k=8),
-                               rtol=1e-6, atol=1e-7)
-    assert counts["redone tiles"] > 0 and "redo: Q K^T, mask again" in clocks
+        n = shape[2]
+        want_tiles = sum(-(-min(r0 + 16, n) // 8) if causal else -(-n // 8) for r0 in range(0, n, 16))
+        assert counts["tiles"] == want_tiles and 1 <= counts["workers"] <= 2
+        diagonal = sum(c0 + 7 > r0 for r0 in range(0, n, 16) for c0 in range(0, min(r0 + 16, n), 8))  # some key > query
+        assert counts["masked tiles"] == (want_tiles if m is not None else (diagonal if causal else 0))
+        assert set(profile_tiled.TILE_STAGES) | set(profile_tiled.BLOCK_STAGES) == set(clocks)
+        assert all(t >= 0 for t in clocks.values())
+        assert counts["qk_flop"] == counts["pv_flop"] > 0  # d_k = d_v: the two matmuls do the same FLOP
 
 
-def test_forced_path_runs_the_path_it_names(monkeypatch):
+def test_profile_one_reports_every_stage(monkeypatch):
+    pytest.importorskip("torch")
+    from benchmarks import profile_tiled
+
+    monkeypatch.setattr(timing.time, "sleep", lambda s: None)  # no pauses: this checks the plumbing only
+    row = profile_tiled.profile_one(64, True, "1", 1)
+    assert set(profile_tiled.TILE_STAGES) <= set(row["stages_ms"]) and row["tiles"] == 1
+    assert set(row["overheads_ms"]) == set(profile_tiled.OVERHEADS)
+    assert set(row["gflops_achieved"]) == set(row["gflops_alone"])
+    md = profile_tiled.markdown({"started_utc": "now", "wall_s": 1.0, "loadavg_start": 0.5, "loadavg_end": 0.6,
+                                 "block_q": 128, "block_k": 256, "default_threads": 2, "rows": [row],
+                                 "exp_alone_ms": {"np.exp (in place)": 0.5}})
+    assert "| exp | 1 |" in md and "whole layer, `tiled=True`" in md
+
+
+def test_ours_runs_the_path_it_names(monkeypatch):
     import numpy as np
 
     from benchmarks import long_context
     from mha_core.core import mha
 
     ran = []
-    for path, name in (("formula", "_attend"), ("blocked", "_blocked"), ("tiled", "_flash")):
-        real = getattr(mha, name)
-        monkeypatch.setattr(mha, name, lambda *a, path=path, real=real, **kw: ran.append(path) or real(*a, **kw))
+    for name, path in (("scaled_dot_product_attention", "formula"), ("tiled_attention", "tiled")):
+        fn = getattr(mha, name)
+        real = fn.unchecked
+        monkeypatch.setattr(fn, "unchecked", lambda *a, path=path, real=real, **kw: ran.append(path) or real(*a, **kw))
     x, params = long_context._inputs(20)
     outs = {}
-    for path in ("formula", "blocked", "tiled"):
+    for path in long_context.IMPLS:
         ran.clear()
-        out = long_context.forced_path(path, x, params, causal=True)()
-        outs[path] = out[0] if path == "blocked" else out
+        outs[path] = long_context.ours(path, x, params, causal=True)()
         assert ran == [path]
     np.testing.assert_allclose(outs["tiled"], outs["formula"], rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(outs["blocked"], outs["formula"], rtol=1e-4, atol=1e-5)
-    assert mha.FORMULA_MAX_SCORE_BYTES == 8 * 2**20  # restored after each forced call
-    assert long_context.useful_macs(8, True) < long_context.useful_macs(8, False)
+    with pytest.raises(ValueError, match="impl must be one of"):
+        long_context.ours("blocked", x, params)
+
+
+def test_long_context_run_size_times_both_paths_and_torch(monkeypatch):
+    pytest.importorskip("torch")
+    from benchmarks import long_context
+
+    monkeypatch.setattr(timing.time, "sleep", lambda s: None)
+    row = long_context.run_size(32, True, "default", causal=True)
+    assert set(row["times"]) == {"formula", "tiled", "torch MHA", "torch SDPA", "gemm"}
+    assert row["tiled_over_formula"] == row["times"]["tiled"]["median"] / row["times"]["formula"]["median"]
+    assert set(row["vs torch MHA"]) == set(row["vs torch SDPA"]) == {"formula", "tiled"}
+    assert long_context.formula_vs_tiled({"rows": [row]})[0]["faster"] in ("formula", "tiled")
+
+
+def test_breakdown_steps_run_and_the_two_attentions_agree():
+    import numpy as np
+
+    from benchmarks import core
+
+    steps = core._breakdown_steps(16, 2)
+    assert "full forward (formula)" in steps and "attention: tiled (tiled_attention)" in steps
+    outs = {name: fn() for name, fn in steps.items()}
+    np.testing.assert_allclose(outs["attention: tiled (tiled_attention)"],
+                               outs["attention: formula (scaled_dot_product_attention)"][0], rtol=1e-5, atol=1e-6)
+
+
+def test_memory_traces_the_formula_and_the_tiled_layer(monkeypatch):
+    from benchmarks import memory
+
+    monkeypatch.setattr(memory, "QUICK_LENGTHS", (32,))
+    rows = memory.run(True, log=lambda *a: None)
+    assert [r["impl"] for r in rows] == ["numpy", "numpy+weights", "numpy tiled", "per_head"]
+    assert all(r["peak_bytes"] > 0 for r in rows)
+
+
+def _fake_old_layer():
+    """An old mha_core that chose its own path (the layer before issue 27), as far as calls() asks."""
+    import types
+
+    import mha_core
+
+    def attention_path(args, *, keep_weights, traced):
+        return "formula" if args["n"] <= 512 else ("blocked" if keep_weights else "tiled")
+
+    core = types.SimpleNamespace(mha=types.SimpleNamespace(attention_path=attention_path))
+    return types.SimpleNamespace(
+        core=core, check_layer_args=lambda *, x, **kw: {"n": x.shape[-2]},
+        multi_head_attention=mha_core.multi_head_attention.unchecked,
+        multi_head_attention_per_head=mha_core.multi_head_attention_per_head,
+        flash_attention=lambda q, k, v, causal=False: mha_core.tiled_attention(q, k, v, causal=causal))
+
+
+def test_before_after_calls_compare_like_with_like():
+    from benchmarks import before_after
+
+    old = _fake_old_layer()
+    got = before_after.calls("layer", old, 2, 600, 1, False)
+    assert [(c[0], c[1]) for c in got] == [("forward", "tiled"), ("+weights", "blocked"), ("per_head", "formula")]
+    tiled = before_after.calls("tiled", old, 2, 600, 1, True)
+    assert [(c[0], c[1]) for c in tiled] == [("forward", "tiled")]
+    with pytest.raises(SystemExit, match="runs the formula path"):
+        before_after.calls("tiled", old, 2, 64, 1, False)
+    (call, path, before, after), = before_after.calls("attention", old, 2, 40, 3, True)
+    assert before().shape == after().shape == (3, 2, 40, before_after.D_HEAD)
+    for _, _, before, after in [*got, *tiled]:
+        assert before_after.same_output(before, after) < 1e-4
+
+
+def test_before_after_runs_an_old_commit_out_of_git(monkeypatch, capsys):
+    from benchmarks import before_after
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(timing.time, "sleep", lambda s: None)
+    try:
+        assert before_after.main(["HEAD", "--mode", "tiled", "--quick", "--sizes", "2,40,1"]) == 0
+        assert before_after.main(["HEAD", "--mode", "attention", "--quick", "--sizes", "2,40,1"]) == 0
+    finally:
+        for name in [m for m in sys.modules if m.split(".")[0] == "mha_core_old"]:
+            del sys.modules[name]
+    out = capsys.readouterr().out
+    assert out.count("after/before") >= 4 and "max |diff|" in out
 
 
 def test_smaps_reads_this_process():
@@ -278,21 +436,22 @@ def test_profile_markdown_shows_every_stage_rate_and_overhead():
 
     stages = dict.fromkeys([*profile_tiled.BLOCK_STAGES, *profile_tiled.TILE_STAGES], 1.0)
     row = {"N": 512, "causal": True, "threads": "1", "workers": 1, "tiles": 6, "masked_tiles": 4,
-           "full_tiles": 3, "redone_tiles": 1, "torch_sdpa_ms": 12.5,
-           "whole_layer_ms": 30.0, "layer_path": "formula", "attention_ms": 20.0, "projections_ms": 5.0,
-           "w_o_ms": 2.0, "profiled_wall_ms": 14.0, "stages_ms": {**stages, "full: exp": 4.0},
-           "overheads_ms": {"threadpool_limits (enter + exit)": 0.03},
+           "torch_sdpa_ms": 12.5, "whole_layer_ms": 30.0, "formula_layer_ms": 28.0, "attention_ms": 20.0,
+           "projections_ms": 5.0, "w_o_ms": 2.0, "profiled_wall_ms": 14.0, "stages_ms": {**stages, "exp": 4.0},
+           "overheads_ms": {profile_tiled.OVERHEADS[1]: 0.03},
            "gflops_achieved": {"Q K^T (matmul)": 45.0},
-           "gflops_alone": {"Q K^T (matmul)": 90.0, "full: P V (matmul)": 80.0},
-           "gflops_torch_alone": {"Q K^T (matmul)": 85.0, "full: P V (matmul)": 81.0}}
+           "gflops_alone": {"Q K^T (matmul)": 90.0, "P V (matmul)": 80.0},
+           "gflops_torch_alone": {"Q K^T (matmul)": 85.0, "P V (matmul)": 81.0}}
     res = {"started_utc": "now", "wall_s": 1.0, "loadavg_start": 0.5, "loadavg_end": 0.6, "block_q": 128,
            "block_k": 256, "default_threads": 2, "rows": [row], "exp_alone_ms": {"np.exp (in place)": 0.5}}
     md = profile_tiled.markdown(res)
     for name in stages:
         assert f"| {name} |" in md
-    assert f"| full: exp | 1 | 4.0 ms ({4 / (len(stages) + 3):.0%}) |" in md  # 4 of the thread-ms
-    assert "| tiles (with a causal mask / the full way / redone) | | 6 (4 / 3 / 1) |" in md
+    assert f"| exp | 1 | 4.0 ms ({4 / (len(stages) + 3):.0%}) |" in md  # 4 of the thread-ms
+    assert "| tiles (of them masked) | | 6 (4) |" in md
     assert "| Q K^T (matmul) | 45 of 90 (50%), torch 85 |" in md
-    assert "| full: P V (matmul) | not run |" in md  # no FLOP counted: no rate to show
-    assert "12.5 ms" in md and "0.03 ms" in md and "**30.0 ms** (formula)" in md
+    assert "| P V (matmul) | not run |" in md  # no FLOP counted: no rate to show
+    assert "12.5 ms" in md and "0.03 ms" in md and "**30.0 ms**" in md and "| 28.0 ms |" in md
     assert "| ms per tile | 0.500 |" in md
+    for name in OLD_NAMES:
+        assert name not in md, name
