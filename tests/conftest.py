@@ -23,6 +23,8 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
+pytest_plugins = ["lesson_markers"]  # -m lesson03: the tests that defend one lesson (tests/lesson_markers.py)
+
 STRICT = os.environ.get("CI", "").lower() == "true" or os.environ.get("MHA_STRICT") == "1"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from mha_core.core.masks import causal_mask
-from mha_core.core.softmax import softmax
+from mha_core.core.attention import softmax
 
 VOCAB = 500
 BOS = 1

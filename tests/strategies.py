@@ -140,8 +140,8 @@ def logits(draw, max_magnitude: float = 1e4) -> np.ndarray:
 
 
 @dataclass
-class FlashCase:
-    """One ``flash_attention`` call: q, k, v with broadcasting leading axes, a mask, tiles."""
+class TiledCase:
+    """One ``tiled_attention`` call: q, k, v with broadcasting leading axes, a mask, tiles."""
 
     q: np.ndarray  # (..., N_q, d_k)
     k: np.ndarray  # (..., N_k, d_k)
@@ -154,7 +154,7 @@ class FlashCase:
 
 
 @st.composite
-def flash_cases(draw) -> FlashCase:
+def tiled_cases(draw) -> TiledCase:
     """Inputs for tiled attention: leading axes that broadcast as GQA's do ((g, 1) against (1, N)
     shapes), N_q != N_k (cross-attention, decoding), every mask shape, causal or not, and tile
     sizes from 1 to past the sequence length (so one tile, ragged last tiles and one-row tiles)."""
@@ -182,17 +182,17 @@ def flash_cases(draw) -> FlashCase:
     scale = draw(st.one_of(st.none(), st.floats(0.05, 4.0)))
     block_q = draw(st.integers(1, n_q + 2))
     block_k = draw(st.integers(1, n_k + 2))
-    return FlashCase(q, k, v, mask, draw(st.booleans()), scale, block_q, block_k)
+    return TiledCase(q, k, v, mask, draw(st.booleans()), scale, block_q, block_k)
 
 
 __all__ = [
     "DTYPES",
     "Case",
-    "FlashCase",
+    "TiledCase",
     "batches",
     "configs",
     "dtypes",
-    "flash_cases",
+    "tiled_cases",
     "lengths",
     "logits",
     "mha_cases",

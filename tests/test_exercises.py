@@ -833,12 +833,12 @@ def test_errors_in_a_notebook_cell_are_explained(tmp_path):
 
 def test_the_library_softmax_is_refused_under_every_name():
     import mha_core.core
-    from mha_core.core.softmax import softmax as deep_softmax
+    from mha_core.core.attention import softmax as deep_softmax
 
     for fn in (
         m.softmax,  # passed in directly
         lambda x: m.softmax(x),  # mha_core.softmax
-        lambda x: deep_softmax(x),  # mha_core.core.softmax.softmax
+        lambda x: deep_softmax(x),  # mha_core.core.attention.softmax
         lambda x: mha_core.core.softmax(x),
         lambda x: m.softmax(x, axis=-1) * 1.0,
     ):

@@ -17,6 +17,19 @@ from mha_core import (
 )
 
 
+def test_the_ledger_is_the_forward_pass_of_the_layer():
+    """The arrays the ledger reads (mha_forward's) are the layer's own: the same output."""
+    from mha_core.core.backward import mha_forward
+
+    rng = np.random.default_rng(1)
+    for kw in ({}, {"causal": True}, {"n_kv_heads": 2, "rope_base": 1e4}, {"head_mask": np.array([1, 0, 1, 1])}):
+        cfg = MHAConfig(16, 4, n_kv_heads=kw.get("n_kv_heads"), bias=True)
+        p, x = init_params(cfg, rng, dtype=np.float64), rng.standard_normal((2, 6, 16))
+        out, saved = mha_forward(x, p, 4, **kw)
+        np.testing.assert_allclose(out, multi_head_attention(x, p, 4, **kw), rtol=1e-12, atol=1e-12)
+        assert saved["weights"].shape == (2, 4, 6, 6)
+
+
 def steps_by_name(steps):
     names = [name for name, _ in steps]
     assert len(set(names)) == len(names), f"duplicate step names in {names}"
@@ -40,8 +53,10 @@ def test_ledger_agrees_with_the_arrays(case):
     assert s["Q as heads: reshape"] == (*lead, n_q, h, d_k)
     assert s["Q heads: transpose"] == (*lead, h, n_q, d_k)
     assert s["K heads"] == (*lead, n_kv, n_k, d_k)
-    # Scores and weights: (.., h, N_q, N_k), or (.., n_kv, h/n_kv, N_q, N_k) when kv heads are shared.
-    heads_axes = (h,) if n_kv == h else (n_kv, h // n_kv)
+    # Scores and weights: (.., h, N_q, N_k); with shared kv heads, K and V are repeated to h first.
+    heads_axes = (h,)
+    if n_kv != h:
+        assert s["K, V heads repeated (GQA)"] == (*lead, h, n_k, d_k)
     assert s["scores = Q K^T / sqrt(d_k)"] == (*lead, *heads_axes, n_q, n_k)
     assert s["weights = softmax(scores)"] == s["scores = Q K^T / sqrt(d_k)"]
     assert int(np.prod(s["weights = softmax(scores)"])) == weights.size

@@ -33,27 +33,28 @@ def test_every_traced_step_has_symbols_that_match_its_sizes(B, n_kv, rope):
         sym = shape_ledger.step_symbols(name, shape, grouped=grouped)
         assert sym is not None, f"no symbols for step {name!r}"
         assert tuple(sizes[s] for s in sym) == shape, name
-        if grouped and name.startswith(("K", "V")):
+        if grouped and name.startswith(("K", "V")) and "repeated" not in name:
             assert "h" not in sym and "h*d_k" not in sym and "h*d_v" not in sym, (name, sym)
 
 
-def test_gqa_ledger_names_n_kv_and_the_grouped_scores():
+def test_gqa_ledger_names_n_kv_and_the_repeated_heads():
     # the example of issue 21: h=4, n_kv=2, d_k=4, B=2, N=5
     table = shape_ledger.ledger_html(_steps(B=2, N=5, d_model=16, h=4, n_kv=2))
     assert "(B=2, N=5, n_kv*d_k=8)" in table  # K = X @ W_K
     assert "(B=2, n_kv=2, N=5, d_k=4)" in table  # K heads
-    assert "(B=2, n_kv=2, h/n_kv=2, N_q=5, N_k=5)" in table  # scores and weights, 5-D
+    assert "K, V heads repeated (GQA)</code></td><td><code>(B=2, h=4, N=5, d_k=4)" in table  # each for h/n_kv heads
+    assert "(B=2, h=4, N_q=5, N_k=5)" in table  # scores and weights: every query head
     assert "(B=2, h=4, N=5, d_k=4)" in table  # Q heads keep h
     assert "(2, 2, 2, 5, 5)" not in table
     mqa = shape_ledger.ledger_html(_steps(B=0, N=5, d_model=16, h=4, n_kv=1))
-    assert "(n_kv=1, h/n_kv=4, N_q=5, N_k=5)" in mqa and "(N=5, n_kv*d_k=4)" in mqa
+    assert "(h=4, N_q=5, N_k=5)" in mqa and "(N=5, n_kv*d_k=4)" in mqa and "(n_kv=1, N=5, d_k=4)" in mqa
 
 
 def test_gqa_svg_labels_say_n_kv_like_the_ledger():
     # the diagram's screen-reader labels carry the grouped symbols too, not h for the K heads
     svg = shape_ledger.shape_boxes_svg(_steps(B=2, N=5, d_model=16, h=4, n_kv=2))
     assert "aria-label='K heads: (B=2, n_kv=2, N=5, d_k=4)'" in svg
-    assert "aria-label='scores = Q K^T / sqrt(d_k): (B=2, n_kv=2, h/n_kv=2, N_q=5, N_k=5)'" in svg
+    assert "aria-label='scores = Q K^T / sqrt(d_k): (B=2, h=4, N_q=5, N_k=5)'" in svg
     assert "aria-label='Q heads: transpose: (B=2, h=4, N=5, d_k=4)'" in svg
     assert "K heads: (B=2, h=2" not in svg
 

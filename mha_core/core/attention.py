@@ -37,9 +37,10 @@ def softmax(x, axis=-1, mask=None):  # (..., N_k) -> (..., N_k)
     if mask is not None:
         x = np.where(mask, x, -np.inf)  # masked -> -inf -> exp gives exactly 0
     row_max = np.max(x, axis=axis, keepdims=True)  # (..., 1); -inf for a fully masked row
-    e = np.exp(x - np.where(np.isfinite(row_max), row_max, 0))  # every exponent <= 0
-    total = np.sum(e, axis=axis, keepdims=True)  # (..., 1); 0 for a fully masked row
-    return e / np.where(total > 0, total, 1)  # a fully masked row stays all zeros
+    e = x - np.where(np.isfinite(row_max), row_max, 0)  # every exponent <= 0; a new array, x is kept
+    np.exp(e, out=e)  # in place, so only one more array of x's size is ever made
+    e /= np.where((total := np.sum(e, axis=axis, keepdims=True)) > 0, total, 1)  # a fully masked row stays 0
+    return e
 
 
 @checked(check_attention)
@@ -67,4 +68,5 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, *, max_bytes=No
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)  # 1/sqrt(d_k); a float keeps q's dtype
     scores = (q * scale) @ np.swapaxes(k, -1, -2)  # (..., N_q, d_k) @ (..., d_k, N_k) -> (..., N_q, N_k)
     weights = softmax.unchecked(scores, mask=mask)  # (..., N_q, N_k)
+    del scores  # one N_q x N_k array at a time from here
     return weights @ v, weights  # (..., N_q, N_k) @ (..., N_k, d_v) -> (..., N_q, d_v)

@@ -36,7 +36,7 @@ from .attention import scaled_dot_product_attention
 from .masks import causal_mask
 from .mha import linear, merge_heads, split_heads
 from .rope import apply_rope
-from .validate import check_attention, check_float_array, check_layer, checked
+from .validate import check_attention, check_float_array, check_forward, checked
 
 Saved = dict[str, Any]  # what a forward function saves for its backward: arrays and sizes by name
 
@@ -129,19 +129,13 @@ def attention_backward(dout: np.ndarray, saved: Saved) -> dict[str, np.ndarray]:
 # multi-head attention
 
 
-def _check_mha_forward(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None,
-                       head_mask=None, rope_base=None) -> None:
-    check_layer(x, params, n_heads, x_kv=x_kv, mask=mask, causal=causal, n_kv_heads=n_kv_heads,
-                head_mask=head_mask, rope_base=rope_base, return_weights=True)
-
-
-@checked(_check_mha_forward)
+@checked(check_forward)
 def mha_forward(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None, head_mask=None,
-                rope_base=None) -> tuple[np.ndarray, Saved]:
+                rope_base=None, max_bytes=None) -> tuple[np.ndarray, Saved]:
     """``multi_head_attention`` that also returns every intermediate array, by its lesson name.
 
-    Takes the arguments of ``mha_core.multi_head_attention`` (without ``tiled``: the backward
-    pass needs the weights) and checks them the same way.
+    Takes the arguments of ``mha_core.multi_head_attention`` (without ``tiled`` and
+    ``return_weights``: the backward pass needs the weights) and checks them the same way.
 
     Returns
     -------
@@ -158,7 +152,8 @@ def mha_forward(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_
     q, k, v = split_heads.unchecked(Q, h), split_heads.unchecked(K, n_kv), split_heads.unchecked(V, n_kv)
     if rope_base is not None:
         q, k = apply_rope.unchecked(q, base=rope_base), apply_rope.unchecked(k, base=rope_base)
-    k, v = np.repeat(k, h // n_kv, axis=-3), np.repeat(v, h // n_kv, axis=-3)  # (..., h, N_k, d_k), (..., h, N_k, d_v)
+    if n_kv != h:  # GQA/MQA, as in the layer
+        k, v = np.repeat(k, h // n_kv, axis=-3), np.repeat(v, h // n_kv, axis=-3)  # (..., h, N_k, d)
     if causal:
         mask = causal_mask.unchecked(x.shape[-2], x_kv.shape[-2]) & (True if mask is None else mask)
     kept, weights = scaled_dot_product_attention.unchecked(q, k, v, mask)  # (..., h, N_q, d_v), (..., h, N_q, N_k)

@@ -19,7 +19,7 @@ import numpy as np
 
 from .backward import mha_forward
 from .config import MHAConfig, init_params
-from .validate import check_layer, check_positive_int, checked, finite_output
+from .validate import check_forward, check_positive_int, checked, finite_output
 
 
 @dataclass
@@ -59,7 +59,7 @@ def ledger(x, params, n_heads, **kwargs) -> Ledger:
         note("Q rotated: RoPE", s["q"])
         book.steps.append(("K rotated: RoPE", (*s["k"].shape[:-3], n_kv, *s["k"].shape[-2:])))
     if n_kv != h:
-        note("K, V heads repeated: each serves h/n_kv query heads", s["k"])
+        note("K, V heads repeated (GQA)", s["k"])
     note("scores = Q K^T / sqrt(d_k)", s["weights"], d_k)
     note("weights = softmax(scores)", s["weights"])
     note("head outputs = weights V", s["kept"], s["weights"].shape[-1])
@@ -94,21 +94,14 @@ def trace_config(config, n: int, *, batch: int | None = None, seed: int = 0, **k
     return ledger(x, init_params(config, rng), config.n_heads, n_kv_heads=config.n_kv, **kwargs)
 
 
-def _check_inside(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None, head_mask=None,
-                  rope_base=None, max_bytes=None) -> None:
-    check_layer(x, params, n_heads, x_kv=x_kv, mask=mask, causal=causal, n_kv_heads=n_kv_heads,
-                head_mask=head_mask, rope_base=rope_base, max_bytes=max_bytes)
-
-
-@checked(_check_inside, after=finite_output)
+@checked(check_forward, after=finite_output)
 def head_outputs(x, params, n_heads, **kwargs):  # -> (..., h, N_q, d_v)
     """Each head's output before ``W_O`` (after ``head_mask``), shape (..., h, N_q, d_v).
     Arguments as for ``multi_head_attention``, without ``tiled`` and ``return_weights``."""
-    kwargs.pop("max_bytes", None)
     return mha_forward.unchecked(x, params, n_heads, **kwargs)[1]["heads"]
 
 
-@checked(_check_inside, after=finite_output)
+@checked(check_forward, after=finite_output)
 def head_contributions(x, params, n_heads, **kwargs):  # -> (..., h, N_q, d_model)
     """What each head adds to the output: ``head_i @ W_O[i*d_v:(i+1)*d_v, :]``, (..., h, N_q, d_model).
 

@@ -43,16 +43,14 @@ def split_heads(x, n_heads):  # (..., N, h*d) -> (..., h, N, d)
     Reshaping straight to ``(h, N, d)`` without the transpose gives the right shape and the wrong
     numbers: see notebook 07.
     """
-    x = x.reshape(*x.shape[:-1], n_heads, x.shape[-1] // n_heads)  # (..., N, h, d)
-    return np.swapaxes(x, -3, -2)  # (..., h, N, d)
+    return np.swapaxes(x.reshape(*x.shape[:-1], n_heads, -1), -3, -2)  # (..., N, h, d) -> (..., h, N, d)
 
 
 @checked(check_merge)
 def merge_heads(x):  # (..., h, N, d) -> (..., N, h*d)
     """Concatenate the heads back into one width (the texts' "concat"): head ``i`` lands in
     columns ``i*d:(i+1)*d``."""
-    x = np.swapaxes(x, -3, -2)  # (..., N, h, d)
-    return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])  # (..., N, h*d), a copy
+    return np.swapaxes(x, -3, -2).reshape(*x.shape[:-3], x.shape[-2], -1)  # (..., N, h, d) -> (..., N, h*d), a copy
 
 
 @checked(check_head_index)

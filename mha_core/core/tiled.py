@@ -35,9 +35,9 @@ BLOCK_K = 256  # keys per tile: small enough to stay in a core's cache (benchmar
 
 
 @checked(check_tiled)
-def tiled_attention(q, k, v, mask=None, *, causal=False, block_q=BLOCK_Q, block_k=BLOCK_K, threads=None,
+def tiled_attention(q, k, v, mask=None, scale=None, *, causal=False, block_q=BLOCK_Q, block_k=BLOCK_K, threads=None,
                     max_bytes=None):
-    """``softmax(q k^T / sqrt(d_k)) v``, tile by tile; equal to ``scaled_dot_product_attention``.
+    """``softmax(q k^T * scale) v``, tile by tile; equal to ``scaled_dot_product_attention``.
 
     Parameters
     ----------
@@ -46,6 +46,8 @@ def tiled_attention(q, k, v, mask=None, *, causal=False, block_q=BLOCK_Q, block_
     v : ndarray of shape (..., N_k, d_v)
     mask : bool ndarray broadcastable to (..., N_q, N_k), optional
         True = may attend. A query with no allowed key outputs zeros.
+    scale : float, optional
+        Multiplies the logits; default ``1 / sqrt(d_k)``.
     causal : bool, default False
         Query ``i`` may attend key ``j`` only when ``j <= i + (N_k - N_q)`` (``causal_mask``),
         ANDed with ``mask``; no N_q x N_k mask is ever built.
@@ -63,18 +65,19 @@ def tiled_attention(q, k, v, mask=None, *, causal=False, block_q=BLOCK_Q, block_
     """
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     out = np.empty((*lead, q.shape[-2], v.shape[-1]), q.dtype)  # (..., N_q, d_v)
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)  # 1/sqrt(d_k); a float keeps q's dtype
 
     def one_block(r0):  # query rows r0 : r0 + block_q
-        out[..., r0:r0 + block_q, :] = query_block(q, k, v, mask, causal, r0, block_q, block_k)
+        out[..., r0:r0 + block_q, :] = query_block(q, k, v, mask, scale, causal, r0, block_q, block_k)
 
     share(one_block, range(0, q.shape[-2], block_q), threads)
     return out
 
 
-def query_block(q, k, v, mask, causal, r0, block_q, block_k):  # -> (..., rows, d_v)
+def query_block(q, k, v, mask, scale, causal, r0, block_q, block_k):  # -> (..., rows, d_v)
     """The online softmax for query rows ``r0 : r0 + block_q``, over tiles of ``block_k`` keys."""
     n_q, n_k = q.shape[-2], k.shape[-2]
-    q_blk = q[..., r0:r0 + block_q, :] * q.shape[-1] ** -0.5  # (..., rows, d_k), scaled by 1/sqrt(d_k) once
+    q_blk = q[..., r0:r0 + block_q, :] * scale  # (..., rows, d_k), scaled once
     m = np.full((*q_blk.shape[:-1], 1), -np.inf, q.dtype)  # (..., rows, 1) running max
     l = np.zeros_like(m)  # noqa: E741 (the texts' letter)  (..., rows, 1) running sum
     o = np.zeros((*q_blk.shape[:-1], v.shape[-1]), q.dtype)  # (..., rows, d_v) running weighted sum

@@ -166,9 +166,10 @@ def check_softmax(x, axis=-1, mask=None) -> None:
         check_mask(mask, "mask", x.shape)
 
 
-def check_tiled(q, k, v, mask=None, *, causal=False, block_q=128, block_k=256, threads=None, max_bytes=None) -> None:
+def check_tiled(q, k, v, mask=None, scale=None, *, causal=False, block_q=128, block_k=256, threads=None,
+                max_bytes=None) -> None:
     """The arguments of ``tiled_attention`` (see there)."""
-    check_attention(q, k, v, mask, max_bytes=2**62)  # the scores are never built: only one tile is
+    check_attention(q, k, v, mask, scale, max_bytes=2**62)  # the scores are never built: only one tile is
     check_bool(causal, "causal")
     check_positive_int(block_q, "block_q")
     check_positive_int(block_k, "block_k")
@@ -268,6 +269,8 @@ def check_layer(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_
         raise ValueError("tiled=True keeps no attention weights: pass return_weights=False, or tiled=False")
     if not tiled:  # the tiled path never holds all the scores, only a tile of them
         check_memory(scores, x.dtype, max_bytes, "the attention scores", hint=TILED_HINT)
+    elif max_bytes is not None:
+        check_positive_int(max_bytes, "max_bytes")
 
 
 def _flag_error(**flags) -> Exception:
@@ -343,6 +346,14 @@ def check_rope(base, d_k) -> float:
     if not (np.isfinite(base) and base > 1):
         raise ValueError(f"the RoPE base must be a finite number > 1, got {base}")
     return float(base)
+
+
+def check_forward(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None, head_mask=None,
+                  rope_base=None, max_bytes=None) -> None:
+    """The arguments of the layer's views that build the weights (``mha_forward``, ``head_outputs``,
+    ``head_contributions``): those of ``multi_head_attention`` but ``tiled`` and ``return_weights``."""
+    check_layer(x, params, n_heads, x_kv=x_kv, mask=mask, causal=causal, n_kv_heads=n_kv_heads,
+                head_mask=head_mask, rope_base=rope_base, max_bytes=max_bytes)
 
 
 # -- decoding with a KV cache --------------------------------------------------------------------

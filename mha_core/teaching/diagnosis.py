@@ -42,13 +42,18 @@ _CORE_DIR = os.path.dirname(os.path.abspath(core.__file__)) + os.sep
 _PITFALLS_FILE = os.path.abspath(pitfalls.__file__)
 _PACKAGE_DIR = os.path.dirname(_CORE_DIR.rstrip(os.sep)) + os.sep  # mha_core/
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
+# every public core function is wrapped by validate.checked; its wrapper's frame is not the caller
+_CHECKED_WRAPPER = core.validate.checked(lambda *a, **k: None)(lambda: None).__code__
 
 
 @functools.cache
 def core_functions() -> dict:
-    """Code object -> name, for every function defined in a module of ``mha_core.core``."""
+    """Code object -> name, for every function defined in a module of ``mha_core.core`` (but the
+    checks at its door, ``validate.py``: they are not an answer)."""
     found = {}
     for info in pkgutil.iter_modules(core.__path__, core.__name__ + "."):
+        if info.name.endswith(".validate"):
+            continue
         module = importlib.import_module(info.name)
         for obj in vars(module).values():
             if inspect.isfunction(obj) and obj.__module__ == module.__name__:
@@ -66,7 +71,7 @@ class LibraryWatch:
     """While active, records the first call into ``mha_core.core`` made by the reader's code.
 
     ``sys.setprofile`` sees every Python call, so the function is caught whatever name it was
-    imported under (``mha_core.softmax``, ``from mha_core.core.softmax import softmax``,
+    imported under (``mha_core.softmax``, ``from mha_core.core.attention import softmax``,
     ``from mha_core import softmax as s``, or passed to the checker itself). Calls made by the
     core itself, or by the pitfalls, do not count: ``softmax`` may call its own helpers, and a
     pitfall passed in whole is named as a pitfall.
@@ -82,6 +87,8 @@ class LibraryWatch:
             name = core_functions().get(frame.f_code)
             if name is not None and name not in self.allowed:
                 caller = frame.f_back
+                while caller is not None and caller.f_code is _CHECKED_WRAPPER:  # the door, not the caller
+                    caller = caller.f_back
                 if caller is None or not _library_caller(caller.f_code.co_filename):
                     self.called = name
         if self._previous is not None:  # keep any profiler that was already running

@@ -42,17 +42,15 @@ STEP_SYMBOLS: dict[str, tuple[str, ...]] = {
 }
 
 
-# With GQA/MQA (n_kv < h key/value heads) K and V carry n_kv heads, and the attention runs on the
-# h query heads viewed as n_kv groups of h/n_kv (mha.py), so its steps are 5-D with B.
+# With GQA/MQA (n_kv < h key/value heads) K and V carry n_kv heads, each repeated for its h/n_kv
+# query heads before the attention (mha.py), which then runs on h heads as without GQA.
 GROUPED_STEP_SYMBOLS: dict[str, tuple[str, ...]] = {
     "K = X @ W_K": ("B", "N", "n_kv*d_k"),
     "V = X @ W_V": ("B", "N", "n_kv*d_v"),
     "K heads": ("B", "n_kv", "N", "d_k"),
     "V heads": ("B", "n_kv", "N", "d_v"),
     "K rotated: RoPE": ("B", "n_kv", "N", "d_k"),
-    "scores = Q K^T / sqrt(d_k)": ("B", "n_kv", "h/n_kv", "N_q", "N_k"),
-    "weights = softmax(scores)": ("B", "n_kv", "h/n_kv", "N_q", "N_k"),
-    "head outputs = weights V": ("B", "n_kv", "h/n_kv", "N", "d_v"),
+    "K, V heads repeated (GQA)": ("B", "h", "N", "d_k"),
 }
 
 
