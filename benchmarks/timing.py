@@ -21,18 +21,18 @@ from threadpoolctl import threadpool_info, threadpool_limits
 # page faults on freshly allocated arrays and for lazy initialisation in BLAS and torch.
 WARMUP_CALLS = 1
 
-# Untimed calls of a callable right before each of its timed calls. Measured on this 2-core
-# machine: after a torch call, torch's idle OpenMP threads keep spinning on both cores for a while,
-# and numpy's BLAS threads do the same after ours, so the next library's call ran slower (ours
-# 23 -> 32 ms at N=512, torch 16 -> 60 ms). One settling call absorbs the other side's spin, so
-# interleaving keeps its purpose (both sides see the same drift of the machine) without that cost.
+# Untimed calls of a callable right before each of its timed calls: after a torch call, torch's
+# idle OpenMP threads keep spinning on the cores for a while, and numpy's BLAS threads do the same
+# after ours, so the next library's call runs slower. One settling call absorbs the other side's
+# spin, so interleaving keeps its purpose (both sides see the same drift of the machine) without
+# that cost. The measurements behind it: benchmarks/README.md, "Timing".
 SETTLE_CALLS = 1
 
 # A pause before those settling calls, in seconds. A library's idle threads spin for a while after
-# its call returns: OpenBLAS's about 0.1-0.2 s here (mha_core's tiled layer timed 25 ms right after
-# a two-thread matmul, 15 ms after a pause). A settling call shorter than that absorbed only part
-# of it, so short calls that followed the other library paid for its spin. After the pause every
-# timed call starts as a call after idle time does, as a slider's call in the dashboard does.
+# its call returns (OpenBLAS's for a few tenths of a second). A settling call shorter than that
+# absorbs only part of it, so short calls that follow the other library pay for its spin. After
+# the pause every timed call starts as a call after idle time does, as a slider's call in the
+# dashboard does. The measurements behind it: benchmarks/README.md, "Timing".
 PAUSE_S = 0.25
 
 
