@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models references test test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-long profile-tiled bench-before-after weights notebooks check-notebooks lesson-share site handout clean
+.PHONY: help venv models references test test-slow test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-long profile-tiled bench-before-after weights notebooks check-notebooks site handout clean
 
 # `make help` lists every target that has a `## description` on its rule line, so it cannot drift.
 help:  ## this list
@@ -75,19 +75,29 @@ $(KATEX): site/package.json site/package-lock.json
 		echo "npm not found: the static site's tests will be skipped (install Node.js with npm to run them)"; \
 	fi
 
-test: $(STAMP) $(MODELS_STAMP) lint $(AXE) $(KATEX)  ## ruff + pytest (unit, torch reference, browser, static site) + strict nbval on every notebook
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+# Two tiers, by pytest marker; every test is in exactly one (tests/test_tiers.py checks it).
+# .ci/run runs both, with CI=true (a skip is a failure). docs/developing.md, "Tests".
+TEST_TIER := not (slow or browser)
+SLOW_TIER := slow or browser
+FAST_TIER := not (slow or browser or models or torch or transformers)
 
-test-fast: $(STAMP) $(MODELS_STAMP)  ## the fast loop: pytest without the slow and browser tests
-	$(BIN)/python -m pytest -m "not slow and not browser" tests $(PYTEST_ARGS)
+test: $(STAMP) $(MODELS_STAMP) lint  ## ruff + unit, model and reference tests + strict nbval on every notebook (not the slow tier)
+	$(BIN)/python -m pytest -m "$(TEST_TIER)" $(PYTEST_ARGS)
+
+test-slow: $(STAMP) $(MODELS_STAMP) $(AXE) $(KATEX)  ## the slow tier: browser (Playwright, axe), load, JupyterHub and static-site tests
+	$(BIN)/python -m pytest -m "$(SLOW_TIER)" --run-slow $(PYTEST_ARGS)
+
+test-fast: $(STAMP)  ## the fast loop: numpy-only tests, no models, no browser, nothing downloaded
+	$(BIN)/python -m pytest -m "$(FAST_TIER)" tests $(PYTEST_ARGS)
 
 # Every route (this target, plain `voila notebooks/dashboard.ipynb`, Binder, a JupyterHub user
 # server) reads the same settings: etc/jupyter/voila.json and the offline templates in
 # share/jupyter, installed into .venv by `make venv` (docs/dashboard.md, "Settings"): template
 # `mha`, 127.0.0.1 only, sources stripped, widget messages only, a cap of 80 kernels (503 "busy"
 # page beyond), kernels whose page never connects shut down after 30 s, culling after 10 min.
-# POOL preheated kernels: the first POOL visitors get the page in ~0.01 s instead of ~3 s, at the
-# price of one idle kernel (~130 MB) each, kept warm; POOL=0 turns preheating off.
+# POOL preheated kernels: the first POOL visitors get the page from a warm kernel instead of
+# waiting for one to start, at the price of one idle kernel each, kept warm (docs/dashboard.md);
+# POOL=0 turns preheating off.
 POOL ?= 1
 VOILA := OPENBLAS_NUM_THREADS=1 $(BIN)/voila --port=$(PORT)
 
@@ -113,7 +123,7 @@ slides: $(STAMP)  ## the dashboard as reveal.js slides (for the projector) on th
 	$(VOILA) notebooks/dashboard.ipynb --template=mha-reveal
 
 # The browser test saves screenshots at 390, 768, 1366 and 1920 px into build/screenshots/ (make
-# test leaves the work tree clean); this copies them into docs/ (the README shows docs/dashboard.png).
+# test-slow leaves the work tree clean); this copies them into docs/ (the README shows docs/dashboard.png).
 screenshots: $(STAMP) $(AXE)  ## re-take docs/dashboard*.png at 390, 768, 1366 and 1920 px (headless Chromium)
 	$(BIN)/python -m pytest tests/test_dashboard_browser.py -k "screens" -p no:cacheprovider -q
 	cp build/screenshots/dashboard-1366.png docs/dashboard.png
@@ -140,11 +150,11 @@ lab: $(STAMP)  ## JupyterLab on notebooks/ (passes --allow-root when run as root
 bench: references $(MODELS_STAMP)  ## benchmarks -> benchmarks/RESULTS.md and results.json
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
-# The long-context section alone (about 5 min): RESULTS_long_context.md and results_long_context.json.
+# The long-context section alone: RESULTS_long_context.md and results_long_context.json.
 bench-long: references  ## long context vs torch MHA and SDPA, N=100..8192 -> benchmarks/RESULTS_long_context.md
 	$(BIN)/python -m benchmarks.run --only long_context $(BENCH_ARGS)
 
-# Where the tiled attention's time goes, stage by stage (about 1-2 min).
+# Where the tiled attention's time goes, stage by stage.
 profile-tiled: references  ## per-stage profile of the tiled attention -> benchmarks/RESULTS_long_context.md
 	$(BIN)/python -m benchmarks.profile_tiled $(BENCH_ARGS)
 
@@ -153,7 +163,7 @@ REV ?= main
 bench-before-after: $(STAMP)  ## same-run speed of the layer at REV (default main) against the working tree
 	$(BIN)/python -m benchmarks.before_after $(REV) $(BENCH_ARGS)
 
-weights: $(STAMP)  ## retrain the shipped toy models -> mha_core/training/weights/ (about 1 min)
+weights: $(STAMP)  ## retrain the shipped toy models -> mha_core/training/weights/
 	$(BIN)/python scripts/train_toy_models.py
 
 # The .ipynb files are the single source of the lessons. Re-execute in place and strip noisy
@@ -169,7 +179,7 @@ notebooks: $(STAMP)  ## re-execute every notebook in place (after changing mha_c
 check-notebooks: notebooks  ## after editing a lesson: re-execute, then strict nbval (NB=one file)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest -p no:cacheprovider $(NB)
 
-# The course as a static site (scripts/build_site.py; README, "The course as a web site"):
+# The course as a static site (scripts/build_site.py; docs/site.md):
 # build/site/ from the committed executed notebooks, KaTeX and every asset bundled (no CDN).
 # Only the notebooks with widgets are run again, in memory, for their widget state.
 # SITE_ARGS="--binder https://mybinder.org/v2/gh/OWNER/REPO/HEAD --for-students": links to Binder,
@@ -178,9 +188,6 @@ SITE_ARGS ?=
 site: $(STAMP) $(KATEX)  ## the course as a static site in build/site/ (serve: python -m http.server -d build/site)
 	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/build_site.py --out build/site $(SITE_ARGS)
-
-lesson-share: $(STAMP)  ## the share of notebook code lines that teach
-	$(BIN)/python scripts/lesson_share.py
 
 # The class handout: shapes, the four formulas, the round trip and the counts, computed by mha_core.
 handout: $(STAMP)  ## one printable page for a class -> build/handout.html (print it from a browser)

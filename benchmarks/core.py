@@ -155,8 +155,8 @@ def run(quick: bool, log=print) -> list[dict]:
     import torch
 
     torch.set_num_threads(numpy_threads())
-    # 1.5 s per size: the 36 sizes take about 3 minutes, leaving room in `make bench`'s ~10 for
-    # the long-context section (N up to 8192, causal and not, two thread settings)
+    # 1.5 s per size over 36 sizes, leaving most of `make bench`'s run time to the long-context
+    # section (N up to 8192, causal and not, two thread settings)
     budget, min_reps, max_reps = (1.0, 3, 15) if quick else (1.5, 3, 20)
     # One untimed size first: thread pools, BLAS buffers and torch's kernels start up here.
     run_size(8, 100, 1, "float32", budget_s=0.5, min_reps=2, max_reps=10)

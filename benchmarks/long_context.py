@@ -54,7 +54,8 @@ FORMULA_MAX_N = 4096  # the formula at 8192 holds 2 GiB score tensors and adds m
 MEMORY_LENGTHS = (512, 2048, 4096, 8192)
 IMPLS = ("formula", "tiled")  # the layer's two paths, as the caller picks them
 # Seconds of interleaved timing per row (at least 3 repetitions, 2 at N=8192) and per crossover
-# row: they keep the section near 5 minutes on a quiet 2-core machine.
+# row, chosen to keep this section a part of `make bench`'s run time, not most of it (the run time
+# is in each RESULTS file).
 BUDGET_S = 2.0
 CROSSOVER_BUDGET_S = 1.0
 

@@ -31,7 +31,7 @@ from .timing import interleaved, numpy_threads, stats
 
 NAMES = ("minilm", "smollm2")
 SENTENCE_TOKENS = 32
-TARGET_S = {"minilm": 0.3, "smollm2": 2.0}  # the targets, one thread
+TARGET_S = {"minilm": 0.3, "smollm2": 2.0}  # the targets, in seconds, judged at one thread
 PASSAGE = ("The animal didn't cross the street because it was too tired, so the farmer led it home "
            "slowly along the river while the children in the village watched from the old stone "
            "bridge and the sun went down behind the hills")

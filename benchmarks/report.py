@@ -545,6 +545,8 @@ NOTES = """## Reading these results
   and BLAS cannot fill its register tiles along a summed axis only 8 long. The softmax also does
   h * N^2 exponentials, 64 times those of one head, which the MAC count ignores. torch's fused
   kernel suffers less because it never writes the N x N tensor when `need_weights=False`.
+- **The history of these measurements** (what each change to the core bought, what was tried and
+  dropped): [benchmarks/README.md](README.md).
 """
 
 
@@ -568,4 +570,5 @@ LONG_CONTEXT_NOTES = """### Long context: how to read it
   times each stage of `tiled.query_block` and sets each matmul against the same shape alone.
 - **Load.** On a busy machine the default-thread rows are decided by the load more than by the
   code: quote the one-thread rows, with the run's load row.
+- **History**: [benchmarks/README.md](README.md#long-context-why-the-tiled-path-is-built-as-it-is-and-what-is-left).
 """

@@ -21,18 +21,18 @@ from threadpoolctl import threadpool_info, threadpool_limits
 # page faults on freshly allocated arrays and for lazy initialisation in BLAS and torch.
 WARMUP_CALLS = 1
 
-# Untimed calls of a callable right before each of its timed calls. After a torch call, torch's
+# Untimed calls of a callable right before each of its timed calls: after a torch call, torch's
 # idle OpenMP threads keep spinning on the cores for a while, and numpy's BLAS threads do the same
-# after ours, so without it the next library's call pays for the other's spin. One settling call
-# absorbs what is left of it, so interleaving keeps its purpose (both sides see the same drift of
-# the machine) without that cost.
+# after ours, so the next library's call runs slower. One settling call absorbs the other side's
+# spin, so interleaving keeps its purpose (both sides see the same drift of the machine) without
+# that cost. The measurements behind it: benchmarks/README.md, "Timing".
 SETTLE_CALLS = 1
 
 # A pause before those settling calls, in seconds. A library's idle threads spin for a while after
-# its call returns (OpenBLAS's for a good part of 0.25 s), and a settling call shorter than that
-# absorbs only part of it, so short calls that followed the other library paid for its spin. After
+# its call returns (OpenBLAS's for a few tenths of a second). A settling call shorter than that
+# absorbs only part of it, so short calls that follow the other library pay for its spin. After
 # the pause every timed call starts as a call after idle time does, as a slider's call in the
-# dashboard does.
+# dashboard does. The measurements behind it: benchmarks/README.md, "Timing".
 PAUSE_S = 0.25
 
 

@@ -467,7 +467,7 @@ def build(out: Path, log=print, *, binder: str | None = None, for_students: bool
     links = _link_map(pages)
     unresolved: list[str] = []
     # the notebooks with widgets, run again for their widget state: two at a time (kernels start
-    # in parallel; this machine class has two cores)
+    # in parallel; two keep a small laptop's cores busy without contending)
     notebooks = {p: nbformat.read(p.source, as_version=4) for p in pages if p.source.suffix == ".ipynb"}
     rerun = [p for p, nb in notebooks.items() if _widget_cells(nb)]
     t0 = time.perf_counter()

@@ -3,7 +3,15 @@
 Strict mode (``CI=true`` or ``MHA_STRICT=1``): a skipped test is a failure, so a missing
 torch or chromium can never pass silently in CI. Notebook cells marked ``# NBVAL_SKIP``
 are the one exception (they are deliberate and visible in the notebook).
-Slow tests (the dashboard load test) only run with ``--run-slow``, which ``.ci/run`` passes.
+Two tiers, chosen by marker (the Makefile's TEST_TIER and SLOW_TIER; tests/test_tiers.py checks
+that every test is in exactly one): ``make test`` runs everything not marked ``slow`` or
+``browser`` (unit, model and reference tests, strict nbval on every notebook); ``make test-slow``
+runs the rest (browser, load, JupyterHub, static site). ``make test-fast`` also leaves out the
+tests marked ``models`` (the real models' cache), ``torch`` and ``transformers``: numpy only.
+A test that uses the ``minilm`` or ``smollm2`` fixture, or a notebook in ``MODEL_NOTEBOOKS``, is
+marked ``models`` here; a test that loads a model otherwise carries the marker itself.
+Tests marked ``slow`` only run with ``--run-slow`` (``make test-slow`` passes it); in strict
+mode, leaving one out for want of ``--run-slow`` is an error, never a silent deselection.
 
 A test module that measures something defines ``timing_report() -> list[str]``; the lines it
 returns are printed in pytest's terminal summary, after every test has run.
@@ -42,22 +50,48 @@ def pytest_configure(config):
         import tempfile
 
         os.environ["MHA_SHARED_CACHE"] = tempfile.mkdtemp(prefix="mha-shared-")
+    config.pluginmanager.register(AfterMarkerSelection(), "mha-after-marker-selection")
     if config.getoption("--browser"):  # read by tests/dashboard_server.py when a test module imports it
         os.environ["CHROMIUM"] = config.getoption("--browser")
 
 
 _TEST_MODULES: list = []  # the collected test modules, in order (for their timing reports)
 
+MODEL_FIXTURES = {"minilm", "smollm2"}  # the cached real models (the *_reference fixtures use them)
+MODEL_NOTEBOOKS = {"09_the_block.ipynb", "10_real_heads.ipynb", "block_solutions.ipynb"}
 
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by marker
 def pytest_collection_modifyitems(config, items):
-    """Deselect the slow tests unless --run-slow; skip the browser tests when no browser is found
-    and the axe tests when axe-core is missing, each with a reason naming the fix (a skip, listed
-    under NOT RUN, never an error; in strict mode a failure)."""
+    """Mark ``models`` every test that needs the real models' cache (a hook of the whole session:
+    ``pytest_itemcollected`` would not see the notebooks, outside this folder)."""
+    for item in items:
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in MODEL_NOTEBOOKS:
+            item.add_marker(pytest.mark.models)
+
+
+class AfterMarkerSelection:
+    """Registered by ``pytest_configure``: a second collection hook, run after -m's."""
+
+    @staticmethod
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(config, items):
+        _after_marker_selection(config, items)
+
+
+def _after_marker_selection(config, items):
+    """Deselect the slow tests unless --run-slow (in strict mode an error instead); skip the browser
+    tests when no browser is found and the axe tests when axe-core is missing, each with a reason
+    naming the fix (a skip, listed under NOT RUN, never an error; in strict mode a failure)."""
     for module in dict.fromkeys(getattr(item, "module", None) for item in items):
         if module is not None:
             _TEST_MODULES.append(module)
     if not config.getoption("--run-slow"):
         slow = [item for item in items if item.get_closest_marker("slow")]
+        if slow and STRICT:
+            raise pytest.UsageError(
+                f"strict mode (CI=true): {len(slow)} selected tests are marked slow but --run-slow is "
+                f"missing, so they would not run (e.g. {slow[0].nodeid}); `make test-slow` passes it")
         if slow:
             config.hook.pytest_deselected(items=slow)
             items[:] = [item for item in items if not item.get_closest_marker("slow")]

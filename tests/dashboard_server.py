@@ -89,7 +89,7 @@ CHROMIUM, CHROMIUM_FOUND = find_browser()
 # axe-core, pinned in tests/a11y/package-lock.json ($MHA_AXE: another copy of axe.min.js)
 AXE = Path(os.environ.get("MHA_AXE") or REPO / "tests" / "a11y" / "node_modules" / "axe-core" / "axe.min.js")
 NO_AXE = (f"axe-core is not installed ({AXE} is missing): it needs npm (Node.js: apt-get install "
-          "npm, or brew install node); then `make test` runs `npm ci --prefix tests/a11y`")
+          "npm, or brew install node); then `make test-slow` runs `npm ci --prefix tests/a11y`")
 # Flags from the project's tooling notes: without the background-networking ones Chromium
 # keeps trying to reach outside hosts, which would break the "no outside request" check.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

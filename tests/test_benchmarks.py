@@ -98,6 +98,13 @@ def test_goals_judge_each_size_from_its_own_ratio():
     }
 
 
+def test_the_results_point_to_the_notes_in_the_benchmarks_readme():
+    """The narrative of particular runs lives in benchmarks/README.md, not in the report's source."""
+    notes = (Path(report.__file__).parent / "README.md").read_text()
+    assert "## Long context: why the tiled path is built as it is" in notes and "What would close the gap" in notes
+    assert "## Why the goals are not all met" in notes and "README.md" in report.NOTES
+
+
 def test_markdown_renders_skipped_sizes_and_missing_sections():
     results = {"machine": {"cpu": "x", "logical_cpus": 2, "cpus_available": 2, "python": "3",
                            "numpy": "2", "numpy_blas": "b", "numpy_blas_threads": 2},
@@ -184,6 +191,7 @@ def test_long_context_section_renders_every_row_and_the_only_report():
         for r in lc["memory"]:
             assert f"| {r['N']:,} | {r['impl']} | {r['peak_bytes'] / 2**20:,.0f} MiB" in md
         assert "block_q = 128" in md and "Formula or tiled" in md
+        assert "[benchmarks/README.md](README.md#long-context" in md
         for name in OLD_NAMES:  # no prose about the code before issue 27
             assert name not in md, name
     assert only.startswith("# Benchmark results: long context") and "## Goals" not in only

@@ -1,4 +1,4 @@
-"""`make test` on a machine without a browser or npm: the browser and axe tests skip, naming the fix.
+"""`make test-slow` on a machine without a browser or npm: the browser and axe tests skip, naming the fix.
 
 ``find_browser`` (tests/dashboard_server.py) looks where users have a browser; tests/conftest.py
 skips every test marked ``browser`` when it finds none, and every test marked ``axe`` when
@@ -101,7 +101,7 @@ def test_no_browser_fails_in_ci(tmp_path):
     assert "skipped in strict mode (CI=true)" in proc.stdout and "no Chromium or Chrome found" in proc.stdout
 
 
-@pytest.mark.skipif(dashboard_server.CHROMIUM is None, reason=dashboard_server.CHROMIUM_FOUND)
+@pytest.mark.browser  # a real browser, without axe-core: the slow tier (conftest skips it without one)
 def test_no_axe_core_means_skips(tmp_path):
     """With a browser but without axe-core (no npm): the two axe audits skip, naming npm."""
     env = {**_nothing_reachable(tmp_path), "CHROMIUM": dashboard_server.CHROMIUM,

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.browser
 # Generous: a cold kernel renders the notebook in ~3-7 s on 2 busy cores.
 LOAD_TIMEOUT_MS = 60_000
 UPDATE_TIMEOUT_MS = 20_000
-# make test keeps the work tree clean: screenshots go to build/ (gitignored); `make screenshots`
+# make test-slow keeps the work tree clean: screenshots go to build/ (gitignored); `make screenshots`
 # copies them into docs/.
 SCREENSHOTS = REPO / "build" / "screenshots"
 WIDTHS = (390, 768, 1366, 1920)

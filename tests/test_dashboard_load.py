@@ -1,4 +1,4 @@
-"""The dashboard under a crowd, on loopback (slow: run by .ci/run through --run-slow).
+"""The dashboard under a crowd, on loopback (slow: `make test-slow`, which passes --run-slow).
 
 ``test_get_flood_stays_bounded``: 300 plain GETs (no JavaScript, no websocket: a crawler, a
 link preview, a script) in about a minute against a server with a small kernel cap. The

@@ -63,7 +63,7 @@ def test_make_help_lists_every_documented_target():
     out = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     listed = dict(re.findall(r"^make (\S+) +(.+)$", out, flags=re.M))
     assert listed == dict(documented)
-    for target in ("test", "test-fast", "dashboard", "help"):
+    for target in ("test", "test-slow", "test-fast", "dashboard", "help"):
         assert target in listed, f"make help does not list {target}"
 def _requires_python() -> str:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]

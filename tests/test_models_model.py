@@ -9,6 +9,7 @@ import pytest
 import mha_core.models as models
 
 NAMES = ("minilm", "smollm2")
+pytestmark = pytest.mark.models  # the model fixture asks for them by name (getfixturevalue)
 
 
 @pytest.fixture(params=NAMES)

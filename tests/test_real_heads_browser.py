@@ -1,6 +1,6 @@
 """The real-model panel of the dashboard in a real browser (Playwright + Debian's chromium + Voila).
 
-Needs the model cache (``make models``; ``make test`` and ``.ci/run`` fetch it). Checks that
+Needs the model cache (``make models``; ``make test-slow`` and ``.ci/run`` fetch it). Checks that
 the panel draws real maps with a label naming model, layer, head and quantisation; measures
 the layer/head switch from key press to new pixels (printed, never asserted: the issue's target
 is a p90 under 150 ms); proves that the sentence ``<img src=x onerror=alert(1)>`` renders as

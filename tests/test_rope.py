@@ -66,6 +66,8 @@ def test_keeps_lengths_and_position_zero():
     np.testing.assert_array_equal(out[0], x[0])  # position 0: angle 0
 
 
+@pytest.mark.torch
+@pytest.mark.transformers
 def test_matches_transformers_rotate_half_on_the_unpermuted_layout():
     """transformers pairs dimension i with i + d_k/2 (rotate_half); GGUF and this module pair
     2i with 2i+1. The same vectors, permuted, rotate the same way."""

@@ -7,6 +7,7 @@ import re
 from itertools import pairwise
 from pathlib import Path
 
+import pytest
 from test_prose_numbers import GUIDE, _numbers, unbacked_guide_numbers
 
 from mha_core.ui.cost_panel import crossover_n
@@ -51,6 +52,7 @@ def test_the_server_address_is_the_makefiles():
     assert re.search(r"^PORT \?= 8866$", (REPO / "Makefile").read_text(), re.M)
 
 
+@pytest.mark.models  # reads the cache
 def test_the_models_are_about_800_mb():
     """"it fetches MiniLM and SmolLM2 (about 800 MB, hash-checked)"."""
     assert "(about 800 MB, hash-checked)" in FLAT

@@ -6,8 +6,8 @@
 axes without mathtext; ``CMAP``, ``WEIGHT_GAMMA`` and ``check_weights`` are shared by every
 attention-map renderer (``head_grid``, ``heatmap_widget``, ``real_head_figures``).
 
-Why an HTML ``<img>`` and not a PNG output with ``{"image/png": {"alt": ...}}`` metadata (checked
-on this machine): JupyterLab 4.6's image renderer and nbconvert's ``lab`` template (used by Voila
+Why an HTML ``<img>`` and not a PNG output with ``{"image/png": {"alt": ...}}`` metadata:
+JupyterLab 4.6's image renderer and nbconvert's ``lab`` template (used by Voila
 and by ``jupyter nbconvert --to html``) ignore that metadata, and only nbconvert's ``classic``
 template reads it; every one of them renders an ``<img alt=...>`` given as ``text/html``, and
 JupyterLab's sanitizer keeps a ``data:`` image source in an untrusted notebook (it checks schemes
