@@ -6,24 +6,23 @@ The folder tree is the architecture. ``core`` imports none of the other subpacka
 the dashboard, draws all of them, so it alone may import every other subpackage. No module
 imports itself back through others. ``tests/test_architecture.py`` checks all of this.
 
-    core/       the maths: one module per concept (imported here, so ``from mha_core import
-                multi_head_attention`` works)
-        config     MHAConfig, init_params          the layer's sizes and weights
-        heads      split_heads, merge_heads        (N, h*d) <-> (h, N, d)
+    core/       the maths the lessons teach, as it runs (imported here, so ``from mha_core import
+                multi_head_attention`` works); every public function checks its arguments at
+                the door (validate) and then runs its formula (``f.unchecked`` is the formula)
+        attention  softmax, scaled_dot_product_attention   one head (or many, batched): the formula
+        mha        split_heads, merge_heads, multi_head_attention, multi_head_attention_per_head
+                                                   the round trip: project, split, attend, merge, project
         masks      causal_mask, padding_mask       True = may attend
-        softmax    softmax                         stable, mask-aware
-        attention  scaled_dot_product_attention   one head (or many, batched): the formula
-        flash      blocked_attention, flash_attention   the same in blocks of query rows, or tiled
-                                                   (online softmax): memory O(N)
         rope       apply_rope, rope_angles         rotary positions: turn Q and K before the scores
-        layer_args check_layer_args                the layer's argument checks, shared by every caller
-        mha        multi_head_attention, multi_head_attention_per_head, head_outputs, head_contributions
+        tiled      tiled_attention                 long context, by the caller's choice: the online
+                                                   softmax over tiles of keys (lesson 11), memory O(N)
+        config     MHAConfig, init_params          the layer's sizes and weights
         counts     count_params, count_macs, kv_cache_bytes
         decode     init_kv_cache, prefill, decode_step, decode   one token at a time with a KV cache
-        trace      Tracer                          records each step's shape and each matmul's MACs
-        ledger     trace_shapes, trace_config      the shape ledger: one traced run, step by step
-        backward   *_forward -> saved, *_backward   hand-written gradients of attention and MHA
-        checks     check_positive_int, ...         the argument checks every module shares
+        backward   mha_forward -> saved, mha_backward   the forward keeping every intermediate, and
+                                                   hand-written gradients of attention and MHA
+        ledger     trace_shapes, trace_config, head_outputs, head_contributions   inside one forward pass
+        validate   checked, check_*, MemoryBudgetError   the checks at the door, nothing else
     teaching/   aids for the notebooks
         pitfalls   the classic mistakes, on purpose  (notebook 07 and the checkers)
         exercises  check_* -> Feedback             the notebooks' exercises

@@ -72,7 +72,7 @@ def shared_weights_mb() -> int:
 
 def classroom_plan(seats: int, available: int | None = None, shared: int | None = None) -> ClassroomPlan:
     """The kernels and memory for a class of ``seats``; ``available``/``shared`` in MB (default:
-    measured on this machine). Raises ValueError for a seat count that is not a positive int."""
+    read from the machine it runs on). Raises ValueError for a seat count that is not a positive int."""
     if isinstance(seats, bool) or not isinstance(seats, int):
         raise TypeError(f"seats must be an int, got {type(seats).__name__}")
     if seats < 1:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mha_core.core.masks import causal_mask
 from mha_core.core.attention import softmax
+from mha_core.core.masks import causal_mask
 
 VOCAB = 500
 BOS = 1

@@ -293,7 +293,7 @@ def test_ours_runs_the_path_it_names(monkeypatch):
         fn = getattr(mha, name)
         real = fn.unchecked
         monkeypatch.setattr(fn, "unchecked", lambda *a, path=path, real=real, **kw: ran.append(path) or real(*a, **kw))
-    x, params = long_context._inputs(20)
+    x, params = long_context.layer_inputs(20)
     outs = {}
     for path in long_context.IMPLS:
         ran.clear()

@@ -27,7 +27,7 @@ sessions arrive over 60 s with 8 loading at once. Every page must come from the 
 draw its heatmaps (anywidget's 2 s load limit is lifted by the page template). Prints the warming
 time and memory, and from arrival the time to the first figure (p50, p90, max) and the slider
 latency (p50, p90): the figures of the benchmark report (targets p90 <= 5 s and slider p90 <=
-300 ms on this 2-core machine; not asserted: timings belong to a quiet machine). On a quiet
+300 ms on a 2-core laptop; not asserted: timings belong to a quiet machine). On a quiet
 machine: ``.venv/bin/python -m pytest tests/test_dashboard_load.py --run-slow -s -p no:cacheprovider``
 (both class tests, so the pool's effect is seen against the cold start in the same run).
 """

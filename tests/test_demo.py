@@ -18,10 +18,10 @@ def test_sentence_is_a_real_sentence_of_word_tokens():
 
 def test_passage_starts_with_sentence_and_reaches_max_tokens():
     assert demo.PASSAGE[: len(demo.SENTENCE)] == demo.SENTENCE
-    assert len(demo.PASSAGE) >= demo.MAX_TOKENS
+    assert len(demo.PASSAGE) >= demo.DEMO_MAX_TOKENS
     assert demo.tokens() == demo.SENTENCE
     assert demo.tokens(5) == demo.SENTENCE[:5]
-    assert len(demo.tokens(demo.MAX_TOKENS)) == demo.MAX_TOKENS
+    assert len(demo.tokens(demo.DEMO_MAX_TOKENS)) == demo.DEMO_MAX_TOKENS
 
 
 @pytest.mark.parametrize("bad", [0, -1, 10_000])

@@ -154,7 +154,7 @@ def test_trained_mode_controls_show_what_the_figure_shows(fake_toy_models):
     p.N.value = 4
     assert "N=4" in p.caption.value
     p.kind.value = "random"  # the random settings come back
-    assert (p.h.options, p.h.value, p.N.max, p.N.value) == (H.HEAD_CHOICES, 16, H.MAX_TOKENS, 20)
+    assert (p.h.options, p.h.value, p.N.max, p.N.value) == (H.HEAD_CHOICES, 16, H.DEMO_MAX_TOKENS, 20)
     assert p.causal.value is False and not p.causal.disabled
     assert "no mask" in p.caption.value and p.status.value == ""
 

@@ -59,11 +59,11 @@ def test_empty_text_is_refused(model, text):
 
 
 def test_long_text_is_refused(model):
-    with pytest.raises(ValueError, match=rf"the sentence has \d+ tokens, over the cap of {models.MAX_TOKENS}"):
+    with pytest.raises(ValueError, match=rf"the sentence has \d+ tokens, over the cap of {models.MODEL_MAX_TOKENS}"):
         model.encode("word " * 200)
     with pytest.raises(ValueError, match="characters, far over the cap"):
         model.encode("x" * 1_000_000)
-    ids = np.ones(models.MAX_TOKENS + 1, dtype=np.int64)
+    ids = np.ones(models.MODEL_MAX_TOKENS + 1, dtype=np.int64)
     with pytest.raises(ValueError, match="over the cap"):
         model.attention(ids)
 

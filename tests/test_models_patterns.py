@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mha_core.core.masks import causal_mask
 from mha_core.core.attention import softmax
+from mha_core.core.masks import causal_mask
 from mha_core.models import patterns as P
 
 

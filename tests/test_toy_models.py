@@ -28,10 +28,8 @@ ACC_TOL = 0.01
 # two of the 9,000 held-out answers to differ from the record.
 ANSWERS_TOL = 2 / (toy_models.EVAL_BATCH * toy_models.TASK.n_targets)
 # The single head's 3,000-step runs are sensitive to last-bit rounding, unlike the 600-step runs
-# (which this machine reproduces exactly). Measured on this machine for seed 0: pair accuracy
-# 0.2003 against the recorded 0.1786, and the same with the code that wrote the record (75a5905)
-# and with 1 or 2 BLAS threads; the control converged at step 2,130 against the recorded 2,282.
-# So the long runs are compared with the record at the level of the claim: the stuck head within
+# (which reproduce exactly): another machine's BLAS gives a different pair accuracy for seed 0
+# and a control that converges a few hundred steps earlier or later. So the long runs are compared with the record at the level of the claim: the stuck head within
 # STUCK_TOL of the recorded seeds' mean (0.20), the control's convergence step within
 # CONVERGED_TOL (10% of its 3,000-step budget).
 STUCK_TOL = 0.05

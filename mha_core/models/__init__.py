@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 
-from .model import MAX_TOKENS, Forward, Model, ModelCacheError, ModelFetchError
+from .model import MODEL_MAX_TOKENS, Forward, Model, ModelCacheError, ModelFetchError
 from .store import NAMES, cache_dir, check_name, fetch, open_cached
 
 _LOADED: dict[str, Model] = {}
@@ -61,7 +61,7 @@ def load(name: str) -> Model:
 
 
 __all__ = [
-    "MAX_TOKENS",
+    "MODEL_MAX_TOKENS",
     "NAMES",
     "Forward",
     "Model",

@@ -20,7 +20,7 @@ class ModelFetchError(RuntimeError):
     """Fetching or checking a model's source failed (no network, wrong hash, bad file)."""
 
 
-MAX_TOKENS = 128  # the longest input, special tokens included: (h, 128, 128) maps stay small
+MODEL_MAX_TOKENS = 128  # the longest input, special tokens included: (h, 128, 128) maps stay small
 MAX_CHARS = 20_000  # refuse longer text before tokenizing it (128 tokens never need this many)
 
 
@@ -69,7 +69,7 @@ class Model:
     eps: float
     causal: bool
     quantised: bool
-    max_tokens: int = MAX_TOKENS
+    max_tokens: int = MODEL_MAX_TOKENS
     # our name -> the key in the cached config (each release names its sizes its own way)
     # the names of a layer's attention weights, as multi_head_attention takes them (set by each model)
     attention_params: tuple[str, ...] = ()

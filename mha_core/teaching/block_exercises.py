@@ -29,7 +29,7 @@ import numpy as np
 from ..core.mha import multi_head_attention
 from ..core.validate import BIAS_NAMES, WEIGHT_NAMES
 from ..models import blocks
-from .exercises import Feedback, _call, _copy_args, _not_attempted
+from .exercises import Feedback, call_reader, copy_args, not_attempted
 
 __all__ = ["LAYER_MISTAKES", "RMS_NORM_MISTAKES", "check_encoder_layer", "check_rms_norm"]
 
@@ -116,10 +116,10 @@ def _calls_library(fn: Callable, names: tuple[str, ...]) -> str | None:
 
 def _compare(fn, args, expected, mistakes, label, rtol, atol, what) -> tuple[Feedback | None, np.ndarray | None]:
     """``(None, output)`` when ``fn(*args)`` is right; otherwise ``(Feedback saying why not, None)``."""
-    copies = _copy_args(args)
-    outcome = _call(fn, copies)  # numpy warnings silenced, an exception returned
+    copies = copy_args(args)
+    outcome = call_reader(fn, copies)  # numpy warnings silenced, an exception returned
     if isinstance(outcome.error, NotImplementedError):
-        return _not_attempted(what), None
+        return not_attempted(what), None
     if outcome.error is not None:  # the reader's bug is reported, not raised
         e = outcome.error
         return Feedback(False, f"Your {what} raised {type(e).__name__}: {e} (on {label})."), None

@@ -2,7 +2,7 @@
 
 ``SENTENCE`` is one English sentence, already split into word tokens, in which two pronouns
 ("it", "it") refer back to earlier nouns: the kind of link a head can learn to draw.
-``PASSAGE`` continues it to ``MAX_TOKENS`` tokens so that sliders for ``N`` can go past one
+``PASSAGE`` continues it to ``DEMO_MAX_TOKENS`` tokens so that sliders for ``N`` can go past one
 sentence. ``embed_tokens`` turns tokens into an input ``X`` of shape ``(N, d_model)``:
 a seeded vector per distinct token plus the sinusoidal position code of the original
 Transformer, so the same word at two positions gets related but different rows.
@@ -31,10 +31,10 @@ PASSAGE: tuple[str, ...] = SENTENCE + tuple(
     "street where the farmer had found it . Nobody knew where it had come from , but the "
     "children gave it a name and kept it .".split()
 )
-"""``SENTENCE`` followed by more text, so that ``N`` can reach ``MAX_TOKENS``."""
+"""``SENTENCE`` followed by more text, so that ``N`` can reach ``DEMO_MAX_TOKENS``."""
 
 # The dashboard's N sliders stop here: 64 tokens keep a 16-head grid of N x N maps readable.
-MAX_TOKENS = 64
+DEMO_MAX_TOKENS = 64
 
 # 10000 is the base of the original Transformer's sinusoidal position code.
 POSITION_BASE = 10_000.0
@@ -46,7 +46,7 @@ def tokens(n: int | None = None) -> tuple[str, ...]:
     Parameters
     ----------
     n : int, optional
-        Number of tokens, ``1 <= n <= MAX_TOKENS``; default ``len(SENTENCE)``.
+        Number of tokens, ``1 <= n <= DEMO_MAX_TOKENS``; default ``len(SENTENCE)``.
 
     Returns
     -------

@@ -140,7 +140,7 @@ class Feedback:
         )
 
 
-def _not_attempted(what: str) -> Feedback:
+def not_attempted(what: str) -> Feedback:
     return Feedback(
         False,
         f"Your {what} still raises NotImplementedError: replace that line with your code, "
@@ -176,7 +176,7 @@ def _check_callable(fn, name: str = "fn") -> None:
         raise TypeError(f"{name} must be a callable (your function), got {type(fn).__name__} {fn!r}")
 
 
-def _copy_args(args: tuple) -> tuple:
+def copy_args(args: tuple) -> tuple:
     """Fresh copies of the arrays (and of dicts of arrays) so the reader's code can't touch the originals."""
 
     def copy(a):
@@ -222,7 +222,7 @@ def _library_feedback(name: str, allowed: tuple[str, ...]) -> Feedback:
     return Feedback(False, f"This calls mha_core's {name}; write it yourself.{given}")
 
 
-def _call(fn: Callable, args: tuple, allowed: tuple[str, ...] = ()) -> _Outcome:
+def call_reader(fn: Callable, args: tuple, allowed: tuple[str, ...] = ()) -> _Outcome:
     """Run the reader's code quietly, watching for calls into mha_core.
 
     Numpy warnings are silenced (a NaN is reported instead); an exception is returned, not raised.
@@ -262,12 +262,12 @@ def _run(
     ``mha_core`` functions the exercise lets the reader use.
     """
     for case in cases:
-        args = _copy_args(case.args)
-        outcome = _call(fn, args, allowed)
+        args = copy_args(case.args)
+        outcome = call_reader(fn, args, allowed)
         if outcome.library is not None:
             return _library_feedback(outcome.library, allowed)
         if isinstance(outcome.error, NotImplementedError):  # the blank stub: nothing to judge yet
-            return _not_attempted(f"{what} function")
+            return not_attempted(f"{what} function")
         if outcome.error is not None:
             return Feedback(False, explain_error(outcome.error, case.label, signature, case.expected.shape))
         got = outcome.value
@@ -489,11 +489,11 @@ def check_scale(fn_or_value, *, d_model: int = 512, n_heads: int = 8) -> Feedbac
     if callable(fn_or_value):
         for dm, h in _SCALE_CONFIGS:
             where = f"d_model={dm}, h={h}"
-            outcome = _call(fn_or_value, (dm, h))
+            outcome = call_reader(fn_or_value, (dm, h))
             if outcome.library is not None:
                 return _library_feedback(outcome.library, ())
             if isinstance(outcome.error, NotImplementedError):
-                return _not_attempted("scale function")
+                return not_attempted("scale function")
             if outcome.error is not None:
                 return Feedback(False, explain_error(outcome.error, where, "fn(d_model, n_heads)"))
             value = outcome.value

@@ -27,11 +27,10 @@ import numpy as np
 
 from ..core.backward import mha_backward, mha_forward
 from ..core.config import MHAConfig, as_rng, init_params
-from ..core.validate import check_positive_int
+from ..core.validate import WEIGHT_NAMES, check_positive_int
 from .tasks import IGNORE, OffsetPairTask
 
-ATTENTION_NAMES = ("W_Q", "W_K", "W_V", "W_O")
-PARAM_NAMES = ("tok_emb", "pos_emb", *ATTENTION_NAMES, "W_out", "b_out")
+PARAM_NAMES = ("tok_emb", "pos_emb", *WEIGHT_NAMES, "W_out", "b_out")
 Params = dict[str, np.ndarray]
 # Adam's usual moment decay rates and its epsilon (Kingma & Ba, 2015); nothing here is tuned.
 ADAM_BETAS = (0.9, 0.999)
@@ -189,7 +188,7 @@ def forward(
     if N > params["pos_emb"].shape[0]:
         raise ValueError(f"x has N={N} positions but the model knows {params['pos_emb'].shape[0]}")
     e = params["tok_emb"][x] + params["pos_emb"][:N]  # (B, N, d_model)
-    attn = {k: params[k] for k in ATTENTION_NAMES}
+    attn = {k: params[k] for k in WEIGHT_NAMES}
     a, mha_cache = mha_forward(e, attn, n_heads, causal=True, head_mask=head_mask)  # (B, N, d_model)
     r = e + a  # (B, N, d_model)
     logits = r @ params["W_out"] + params["b_out"]  # (B, N, d_model) @ (d_model, 2V) -> (B, N, 2V)
@@ -242,7 +241,7 @@ def backward(dlogits: np.ndarray, params: Params, cache: dict) -> Params:
     dr = (dlogits @ params["W_out"].T).reshape(r.shape)  # (B*N, 2V) @ (2V, d_model) -> (B, N, d_model)
     ga = mha_backward(dr, cache["mha"])  # the residual: dr flows into the attention output ...
     de = dr + ga.pop("x")  # ... and straight into e; (B, N, d_model)
-    g.update({k: ga[k] for k in ATTENTION_NAMES})
+    g.update({k: ga[k] for k in WEIGHT_NAMES})
     g["pos_emb"] = np.zeros_like(params["pos_emb"])
     g["pos_emb"][: x.shape[1]] = de.sum(0)  # (N, d_model)
     g["tok_emb"] = np.zeros_like(params["tok_emb"])

@@ -18,7 +18,7 @@ import numpy as np
 from ..core.config import MHAConfig, init_params
 from ..core.masks import causal_mask
 from ..core.mha import multi_head_attention
-from ..teaching.demo import MAX_TOKENS, SENTENCE, embed_tokens, tokens
+from ..teaching.demo import DEMO_MAX_TOKENS, SENTENCE, embed_tokens, tokens
 from .controls import (
     Cache,
     GuardedDropdown,
@@ -89,7 +89,7 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
     h : int
         Number of heads, one of ``HEAD_CHOICES``.
     N : int
-        Number of tokens, ``2 <= N <= MAX_TOKENS``.
+        Number of tokens, ``2 <= N <= DEMO_MAX_TOKENS``.
     causal : bool
         Apply the causal mask (query i sees keys 0..i).
     kind : {"random", "trained"}
@@ -107,7 +107,7 @@ def head_weights(h: int, N: int, *, causal: bool = False, kind: str = "random",
     title : str, saying which weights these are
     """
     check_choice(h, "h", HEAD_CHOICES)
-    N = check_int_in(N, "N", 2, MAX_TOKENS)
+    N = check_int_in(N, "N", 2, DEMO_MAX_TOKENS)
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__} {causal!r}")
     check_choice(kind, "weights", ("random", "trained"))
@@ -151,14 +151,14 @@ class HeadExplorer(Panel):
         self._results_cache = check_cache(cache)
         check_choice(renderer, "renderer", HEAD_RENDERERS)
         check_choice(h, "h", HEAD_CHOICES)
-        check_int_in(N, "N", 2, MAX_TOKENS)
+        check_int_in(N, "N", 2, DEMO_MAX_TOKENS)
         if not isinstance(causal, bool):
             raise TypeError(f"causal must be a bool, got {type(causal).__name__} {causal!r}")
         check_choice(kind, "kind", ("random", "trained"))
         super().__init__()
         self.renderer = renderer
         self.h = self._control(GuardedSelectionSlider, "h", options=HEAD_CHOICES, value=h, description="h")
-        self.N = self._control(GuardedIntSlider, "N", value=N, min=2, max=MAX_TOKENS, description="N")
+        self.N = self._control(GuardedIntSlider, "N", value=N, min=2, max=DEMO_MAX_TOKENS, description="N")
         self.causal = self._control(GuardedToggleButton, "causal", value=causal, description="causal mask",
                                     tooltip=CAUSAL_TIP)
         self.query = self._control(GuardedDropdown, "query", options=self._query_options(tokens(N)), value=-1,
@@ -229,7 +229,7 @@ class HeadExplorer(Panel):
         elif kind == "random" and self.causal.disabled:
             h, N, causal = self._random_settings
             self._replace_options(self.h, HEAD_CHOICES, h)
-            self._set_n_range(MAX_TOKENS, N)
+            self._set_n_range(DEMO_MAX_TOKENS, N)
             with self._quiet():
                 self.causal.disabled = False
                 self.causal.tooltip = CAUSAL_TIP

@@ -31,7 +31,7 @@ TILE_PX = 184
 MAX_TILE_PX = 288
 
 
-def _lut() -> bytes:
+def viridis_lut() -> bytes:
     """The colormap as 256 RGB triples (768 bytes), the same as the PNG figures'."""
     rgb = colormaps[CMAP](np.linspace(0, 1, 256))[:, :3]  # (256, 3)
     return (rgb * 255).round().astype(np.uint8).tobytes()
@@ -87,7 +87,7 @@ class HeatmapGrid(anywidget.AnyWidget):
     title = traitlets.Unicode("").tag(sync=True)
     alt = traitlets.Unicode("").tag(sync=True)
     query = traitlets.Int(-1).tag(sync=True)
-    lut = traitlets.Bytes(_lut()).tag(sync=True)
+    lut = traitlets.Bytes(viridis_lut()).tag(sync=True)
     gamma = traitlets.Float(WEIGHT_GAMMA).tag(sync=True)
     tile = traitlets.Int(TILE_PX).tag(sync=True)
     # Maps grow with N up to this side, so that every token gets a label (12 px a token), as far

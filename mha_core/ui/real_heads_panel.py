@@ -39,7 +39,7 @@ from functools import partial
 import ipywidgets as widgets
 import numpy as np
 
-from ..models import Model, patterns
+from ..models import MODEL_MAX_TOKENS, Model, patterns
 from ..models import load as load_model
 from .controls import Cache, GuardedDropdown, GuardedIntSlider, GuardedText, Panel, check_cache
 from .glossary import term
@@ -50,7 +50,7 @@ from .write_panel import WritePanel
 EXAMPLE = "The animal didn't cross the street because it was too tired."
 # Longer sentences make maps too dense to read and a SmolLM2 forward pass slow (~N^2 memory
 # per head, ~1 s at 40 tokens); the issue caps the panel at 128 tokens.
-MAX_TOKENS = 128
+
 # Forward passes kept per panel: at most this many, and at most this many bytes of attention
 # beyond the newest one. SmolLM2 at 128 tokens is 30 x 9 x 128 x 128 float32 = 18 MB; a sentence
 # of 15 tokens is 0.24 MB. Twenty dashboard sessions must not each hold ~100 MB of old maps.
@@ -295,9 +295,9 @@ class RealHeadsPanel(Panel):
         if key not in self._forwards:
             model = self.get_model(model_name)
             ids = model.encode(sentence)  # refuses empty text and text over the model's cap
-            if len(ids) > MAX_TOKENS:
+            if len(ids) > MODEL_MAX_TOKENS:
                 raise ValueError(f"the sentence is {len(ids):,} tokens long; the panel shows at most "
-                                 f"{MAX_TOKENS} tokens: shorten it")
+                                 f"{MODEL_MAX_TOKENS} tokens: shorten it")
             def compute():
                 return model.tokens(ids), model.attention(ids)  # labels, (layers, h, N, N)
 

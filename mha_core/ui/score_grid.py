@@ -14,7 +14,7 @@ import anywidget
 import numpy as np
 import traitlets
 
-from .heatmap_widget import _lut
+from .heatmap_widget import viridis_lut
 
 STATIC = Path(__file__).parent / "static"
 
@@ -31,7 +31,7 @@ class ScoreGrid(anywidget.AnyWidget):
     what = traitlets.Unicode("score").tag(sync=True)  # what a square's number is, for its tip and label
     current = traitlets.List(traitlets.Int(), [0, 0], minlen=2, maxlen=2).tag(sync=True)
     picked = traitlets.List(traitlets.Int(), [-1, -1], minlen=2, maxlen=2).tag(sync=True)
-    lut = traitlets.Bytes(_lut()).tag(sync=True)
+    lut = traitlets.Bytes(viridis_lut()).tag(sync=True)
 
     @traitlets.validate("picked")
     def _valid_pick(self, proposal):
