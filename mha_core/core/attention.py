@@ -16,7 +16,7 @@ from .validate import check_attention, check_softmax, checked
 
 
 @checked(check_softmax)
-def softmax(x, axis=-1, mask=None):  # (..., N_k) -> (..., N_k)
+def softmax(x, axis=-1, mask=None, *, out=None):  # (..., N_k) -> (..., N_k)
     """Softmax along ``axis``, stable for any finite input.
 
     Subtracting each row's maximum before ``exp`` keeps every exponent <= 0, so logits of any
@@ -29,6 +29,9 @@ def softmax(x, axis=-1, mask=None):  # (..., N_k) -> (..., N_k)
     mask : bool ndarray broadcastable to ``x``, optional
         True = keep. A masked entry gets weight exactly 0; a row with no kept entry is all zeros
         (not NaN, and not uniform).
+    out : ndarray of the shape and dtype of ``x``, optional
+        Where to write the result, as numpy's ``out=``; ``out=x`` overwrites ``x`` (attention does
+        this with the scores it has just made, so the N_q x N_k array is never copied).
 
     Returns
     -------
@@ -37,8 +40,8 @@ def softmax(x, axis=-1, mask=None):  # (..., N_k) -> (..., N_k)
     if mask is not None:
         x = np.where(mask, x, -np.inf)  # masked -> -inf -> exp gives exactly 0
     row_max = np.max(x, axis=axis, keepdims=True)  # (..., 1); -inf for a fully masked row
-    e = x - np.where(np.isfinite(row_max), row_max, 0)  # every exponent <= 0; a new array, x is kept
-    np.exp(e, out=e)  # in place, so only one more array of x's size is ever made
+    e = np.subtract(x, np.where(np.isfinite(row_max), row_max, 0), out=out)  # every exponent <= 0
+    np.exp(e, out=e)  # in place: no second array of x's size
     e /= np.where((total := np.sum(e, axis=axis, keepdims=True)) > 0, total, 1)  # a fully masked row stays 0
     return e
 
@@ -67,6 +70,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, *, max_bytes=No
     """
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)  # 1/sqrt(d_k); a float keeps q's dtype
     scores = (q * scale) @ np.swapaxes(k, -1, -2)  # (..., N_q, d_k) @ (..., d_k, N_k) -> (..., N_q, N_k)
-    weights = softmax.unchecked(scores, mask=mask)  # (..., N_q, N_k)
-    del scores  # one N_q x N_k array at a time from here
+    if mask is not None:  # the texts' masked_fill: a key not allowed scores -inf, so its weight is 0
+        np.copyto(scores, -np.inf, where=~mask)  # (..., N_q, N_k), in place
+    weights = softmax.unchecked(scores, out=scores)  # (..., N_q, N_k), written over the scores
     return weights @ v, weights  # (..., N_q, N_k) @ (..., N_k, d_v) -> (..., N_q, d_v)

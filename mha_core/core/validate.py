@@ -156,8 +156,10 @@ def check_scale(scale) -> None:
         raise ValueError(f"scale must be finite, got scale={scale}")
 
 
-def check_softmax(x, axis=-1, mask=None) -> None:
+def check_softmax(x, axis=-1, mask=None, *, out=None) -> None:
     check_float_array(x, "x")
+    if out is not None and not (isinstance(out, np.ndarray) and out.shape == x.shape and out.dtype == x.dtype):
+        raise ValueError(f"out must be an ndarray of x's shape {x.shape} and dtype {x.dtype}, got {out!r:.60}")
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise TypeError(f"axis must be an int, got {type(axis).__name__}")
     if not -x.ndim <= axis < x.ndim:
