@@ -3,6 +3,7 @@ layer's ``tiled=True``."""
 
 from __future__ import annotations
 
+import math
 import tracemalloc
 
 import numpy as np
@@ -106,7 +107,25 @@ def test_a_growing_max_rescales_the_partial_sums():
     np.testing.assert_allclose(out[0, 0], (w / w.sum()) @ v[:, 0], rtol=1e-14)
 
 
+def test_a_frozen_max_is_kept_until_a_score_outgrows_it(monkeypatch):
+    # scores 0, 3, ..., 33, a key per tile: a tile is added against the max as it stands while
+    # exp(score - m) <= 2^16 (score - m <= 11.09), and computed again (its scores twice) past that
+    scored = []
+    real = tiled.scores
+    monkeypatch.setattr(tiled, "scores", lambda *a: scored.append(a[6]) or real(*a))  # a[6]: c0
+    q = np.ones((1, 1))
+    k = np.arange(12, dtype=np.float64)[:, None] * 3.0  # (N_k, 1)
+    v = np.arange(12, dtype=np.float64)[:, None]
+    out = tiled_attention(q, k, v, scale=1.0, block_k=1)
+    w = np.exp(k[:, 0] - k[:, 0].max())
+    np.testing.assert_allclose(out[0, 0], (w / w.sum()) @ v[:, 0], rtol=1e-14)
+    # m = 0 after key 0; 12 - 0 > 11.09: again, m = 12; 24 - 12 > 11.09: again, m = 24; 33 - 24 is kept
+    assert 11 < math.log(tiled.FROZEN_MAX_LIMIT) < 12
+    assert sorted(scored) == sorted([*range(12), 4, 8])
+
+
 def test_a_nan_spoils_only_its_own_row():
+    # a NaN fails the frozen-max test (NaN <= limit is False), so its tile goes the full way, and
     # only the query row holding the NaN comes out NaN, as in the formula
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal((2, 40, 8)).astype(np.float32) for _ in range(3))

@@ -50,7 +50,7 @@ def _unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _check_dout(dout, shape: tuple[int, ...]) -> np.ndarray:
-    dout = check_float_array(dout, "dout")
+    check_float_array(dout, "dout")
     if dout.shape != tuple(shape):
         raise ValueError(f"dout must have the forward output's shape {tuple(shape)}, got {dout.shape}")
     return dout

@@ -19,7 +19,7 @@ import numpy as np
 from .attention import scaled_dot_product_attention
 from .masks import causal_mask
 from .rope import apply_rope
-from .tiled import tiled_attention
+from .tiled import shared_matmul, tiled_attention
 from .validate import (
     check_head_index,
     check_layer,
@@ -30,9 +30,10 @@ from .validate import (
 )
 
 
-def linear(x, params, name):  # (..., N, d_in) -> (..., N, d_out)
-    """``x @ W_name (+ b_name)`` for ``name`` in Q, K, V, O."""
-    y = x @ params[f"W_{name}"]  # (..., N, d_in) @ (d_in, d_out) -> (..., N, d_out)
+def linear(x, params, name, matmul=np.matmul):  # (..., N, d_in) -> (..., N, d_out)
+    """``x @ W_name (+ b_name)`` for ``name`` in Q, K, V, O; ``matmul`` computes the product
+    (the tiled layer passes ``tiled.shared_matmul``)."""
+    y = matmul(x, params[f"W_{name}"])  # (..., N, d_in) @ (d_in, d_out) -> (..., N, d_out)
     return y if f"b_{name}" not in params else y + params[f"b_{name}"]
 
 
@@ -101,9 +102,10 @@ def multi_head_attention(x, params, n_heads, *, x_kv=None, mask=None, causal=Fal
     weights : ndarray of shape (..., h, N_q, N_k), only with ``return_weights``
     """
     x_kv, n_kv = (x if x_kv is None else x_kv), (n_kv_heads or n_heads)
-    q = split_heads.unchecked(linear(x, params, "Q"), n_heads)  # (..., N_q, h*d_k) -> (..., h, N_q, d_k)
-    k = split_heads.unchecked(linear(x_kv, params, "K"), n_kv)  # (..., n_kv, N_k, d_k)
-    v = split_heads.unchecked(linear(x_kv, params, "V"), n_kv)  # (..., n_kv, N_k, d_v)
+    matmul = shared_matmul if tiled else np.matmul  # tiled: the projections on its worker threads too
+    q = split_heads.unchecked(linear(x, params, "Q", matmul), n_heads)  # (..., N_q, h*d_k) -> (..., h, N_q, d_k)
+    k = split_heads.unchecked(linear(x_kv, params, "K", matmul), n_kv)  # (..., n_kv, N_k, d_k)
+    v = split_heads.unchecked(linear(x_kv, params, "V", matmul), n_kv)  # (..., n_kv, N_k, d_v)
     if rope_base is not None:  # RoPE: turn each query and key by its position, before the scores
         q, k = apply_rope.unchecked(q, base=rope_base), apply_rope.unchecked(k, base=rope_base)
     if n_kv != n_heads:  # GQA/MQA: key/value head j serves the h/n_kv query heads after j*h/n_kv
@@ -116,7 +118,7 @@ def multi_head_attention(x, params, n_heads, *, x_kv=None, mask=None, causal=Fal
         heads, weights = scaled_dot_product_attention.unchecked(q, k, v, mask)  # (..., h, N_q, d_v), (..., h, N_q, N_k)
     if head_mask is not None:  # 0 switches head i off before W_O
         heads = heads * np.asarray(head_mask, heads.dtype)[:, None, None]  # (..., h, N_q, d_v)
-    out = linear(merge_heads.unchecked(heads), params, "O")  # (..., N_q, h*d_v) -> (..., N_q, d_model)
+    out = linear(merge_heads.unchecked(heads), params, "O", matmul)  # (..., N_q, h*d_v) -> (..., N_q, d_model)
     return (out, weights) if return_weights else out
 
 

@@ -15,8 +15,13 @@ so the largest array alive is one (block_q, block_k) tile of scores: this is the
 FlashAttention (Dao et al. 2022). With ``causal``, tiles whose keys all come after the block's
 last query are skipped, not masked.
 
-One speed choice beyond the loop: query blocks are independent, so worker threads share them
-(as GPU thread blocks do), each with its BLAS on one thread (``share``).
+Two speed choices beyond the loop, both in lesson 11 and measured in benchmarks/README.md:
+- a frozen max: once every row of a block has a max, each new tile is first added against that
+  max as it stands (no max pass, no rescaling), which is exact as long as nothing overflows; a
+  tile with a score far above it is computed again the full way (``add_with_frozen_max``);
+- query blocks are independent, so worker threads share them (as GPU thread blocks do), each
+  with its BLAS on one thread (``share``); the tiled layer's projections are shared out the same
+  way (``shared_matmul``). One tile buffer per block is reused by every tile.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ from .validate import check_tiled, checked
 
 BLOCK_Q = 128  # query rows per block; a (8 heads, 128, 256) float32 tile of scores is 1 MiB,
 BLOCK_K = 256  # keys per tile: small enough to stay in a core's cache (benchmarks/README.md)
+# A frozen max holds while every row's sum of exp(score - m) over a tile is at most this: every
+# weight then stays <= 2^16, far from float32's limit (3.4e38), with the same relative precision.
+FROZEN_MAX_LIMIT = 2.0**16
 
 
 @checked(check_tiled)
@@ -81,21 +89,51 @@ def query_block(q, k, v, mask, scale, causal, r0, block_q, block_k):  # -> (...,
     m = np.full((*q_blk.shape[:-1], 1), -np.inf, q.dtype)  # (..., rows, 1) running max
     l = np.zeros_like(m)  # noqa: E741 (the texts' letter)  (..., rows, 1) running sum
     o = np.zeros((*q_blk.shape[:-1], v.shape[-1]), q.dtype)  # (..., rows, d_v) running weighted sum
+    tile_buffer = np.empty((*q_blk.shape[:-1], min(block_k, n_k)), q.dtype)  # one tile of scores, reused
     last_key = min(n_k, r0 + q_blk.shape[-2] + n_k - n_q) if causal else n_k  # causal: later keys unseen
     for c0 in range(0, last_key, block_k):
         tile = slice(c0, c0 + block_k)
-        s = q_blk @ np.swapaxes(k[..., tile, :], -1, -2)  # (..., rows, d_k) @ (..., d_k, cols) -> (..., rows, cols)
-        allowed = tile_mask(mask, causal, n_k - n_q, r0, s.shape[-2], c0, s.shape[-1])  # None: all allowed
-        if allowed is not None:
-            s = np.where(allowed, s, -np.inf)  # (..., rows, cols); not allowed -> weight 0
+        s = scores(q_blk, k, mask, causal, n_k - n_q, r0, c0, tile_buffer)  # (..., rows, cols)
+        if not np.isneginf(m).any():  # every row has a max: try this tile against it, frozen
+            if add_with_frozen_max(s, m, l, o, v[..., tile, :]):
+                continue
+            s = scores(q_blk, k, mask, causal, n_k - n_q, r0, c0, tile_buffer)  # it outgrew m: full way
         m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., rows, 1); -inf: no key allowed yet
         shift = np.where(np.isfinite(m_new), m_new, 0)  # (..., rows, 1); avoids inf - inf
         alpha = np.exp(m - shift)  # (..., rows, 1), <= 1: rescales the old sums (0 on the first tile)
-        p = np.exp(s - shift)  # (..., rows, cols), every entry in [0, 1]
-        l = alpha * l + p.sum(axis=-1, keepdims=True)  # noqa: E741  (..., rows, 1)
-        o = alpha * o + p @ v[..., tile, :]  # (..., rows, d_v) + (..., rows, cols) @ (..., cols, d_v)
+        p = np.exp(np.subtract(s, shift, out=s), out=s)  # (..., rows, cols) in [0, 1], over the scores
+        l *= alpha  # noqa: E741 (..., rows, 1): l = alpha * l + row sums of p
+        l += p.sum(axis=-1, keepdims=True)
+        o *= alpha  # (..., rows, d_v): o = alpha * o + p @ v_tile
+        o += p @ v[..., tile, :]  # (..., rows, cols) @ (..., cols, d_v)
         m = m_new
     return o / np.where(l > 0, l, 1)  # (..., rows, d_v); a row with no allowed key stays 0
+
+
+def scores(q_blk, k, mask, causal, offset, r0, c0, tile_buffer):  # -> (..., rows, cols)
+    """One tile's scores ``q_blk @ k_tile^T`` (q already scaled), written into ``tile_buffer``,
+    with -inf where the mask or causality forbids a key."""
+    k_tile = k[..., c0:c0 + tile_buffer.shape[-1], :]  # (..., cols, d_k)
+    s = np.matmul(q_blk, np.swapaxes(k_tile, -1, -2), out=tile_buffer[..., :k_tile.shape[-2]])  # (..., rows, cols)
+    allowed = tile_mask(mask, causal, offset, r0, s.shape[-2], c0, s.shape[-1])  # None: all allowed
+    if allowed is not None:
+        np.copyto(s, -np.inf, where=~allowed)  # not allowed -> -inf -> weight 0
+    return s
+
+
+def add_with_frozen_max(s, m, l, o, v_tile) -> bool:  # noqa: E741
+    """Lesson 11's frozen maximum: add the tile to ``l`` and ``o`` against ``m`` as it stands (no
+    max pass, no rescaling) and return True, if no row's sum of ``exp(s - m)`` tops
+    ``FROZEN_MAX_LIMIT``. Else (a score far above ``m``, or a NaN) add nothing and return False,
+    with ``s`` overwritten: the caller computes the tile's scores again."""
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is what the test below catches
+        p = np.exp(np.subtract(s, m, out=s), out=s)  # (..., rows, cols), over the scores
+        tile_sum = p.sum(axis=-1, keepdims=True)  # (..., rows, 1)
+    if not (tile_sum <= FROZEN_MAX_LIMIT).all():
+        return False
+    l += tile_sum
+    o += p @ v_tile  # (..., rows, cols) @ (..., cols, d_v)
+    return True
 
 
 def tile_mask(mask, causal, offset, r0, rows, c0, cols):  # -> bool (..., rows, cols) or None
@@ -111,6 +149,18 @@ def tile_mask(mask, causal, offset, r0, rows, c0, cols):  # -> bool (..., rows, 
         tri = np.arange(c0, c0 + cols)[None, :] <= np.arange(r0, r0 + rows)[:, None] + offset  # (rows, cols)
         allowed = tri if allowed is None else allowed & tri
     return allowed
+
+
+def shared_matmul(x, w):  # (..., N, d_in) @ (d_in, d_out) -> (..., N, d_out)
+    """``x @ w`` with the rows of ``x`` shared out to the worker threads, BLAS one thread each, as
+    the query blocks are. The tiled layer does its projections here: after a multi-threaded
+    product numpy's BLAS threads keep spinning for a while, and would take the cores from the
+    workers of the attention that follows (benchmarks/README.md)."""
+    rows = x.reshape(-1, x.shape[-1])  # (B*N, d_in)
+    y = np.empty((rows.shape[0], w.shape[1]), np.result_type(x, w))  # (B*N, d_out)
+    bounds = np.linspace(0, rows.shape[0], blas_threads() + 1).astype(int)  # one block of rows a worker
+    share(lambda r: np.matmul(rows[r], w, out=y[r]), [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
+    return y.reshape(*x.shape[:-1], w.shape[1])  # (..., N, d_out)
 
 
 def share(work, items, threads=None) -> None:

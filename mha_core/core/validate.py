@@ -57,13 +57,12 @@ def check_positive_int(value, name: str) -> int:
     return int(value)
 
 
-def check_float_array(x, name: str, ndims: tuple[int, ...] | None = None, dtype=None) -> np.ndarray:
+def check_float_array(x, name: str, ndims: tuple[int, ...] | None = None, dtype=None) -> None:
     """Check that ``x`` is a float32/float64 ndarray (of ``dtype``, if given) of one of the ranks
     ``ndims``, with no empty axis. One test when all is well; the reason only when it is not."""
     if not (isinstance(x, np.ndarray) and x.dtype in FLOAT_DTYPES and (dtype is None or x.dtype == dtype)
             and (ndims is None or x.ndim in ndims) and 0 not in x.shape):
         raise _array_error(x, name, ndims, dtype)
-    return x
 
 
 def _array_error(x, name: str, ndims, dtype) -> Exception:

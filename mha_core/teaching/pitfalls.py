@@ -70,7 +70,8 @@ __all__ = [
 def _check_qkv(q, k, v, mask, *, need_heads: bool = False):
     """Validate ``q (..., N_q, d_k)``, ``k (..., N_k, d_k)``, ``v (..., N_k, d_v)`` and the mask."""
     min_ndim = 3 if need_heads else 2
-    q, k, v = (check_float_array(a, name) for a, name in ((q, "q"), (k, "k"), (v, "v")))
+    for a, name in ((q, "q"), (k, "k"), (v, "v")):
+        check_float_array(a, name)
     for name, a in (("q", q), ("k", k), ("v", v)):
         if a.ndim < min_ndim:
             axes = "(..., h, N, d)" if need_heads else "(..., N, d)"
@@ -299,7 +300,7 @@ def softmax_over_queries(x: np.ndarray) -> np.ndarray:
     -------
     ndarray of the same shape; its columns sum to 1, its rows do not.
     """
-    x = check_float_array(x, "x")
+    check_float_array(x, "x")
     if x.ndim < 2:
         raise ValueError(f"x must have at least 2 dimensions (..., N_q, N_k), got shape {x.shape}")
     return softmax(x, axis=-2)  # (..., N_q, N_k)  <- the error: axis=-2
@@ -319,7 +320,7 @@ def softmax_without_max_subtraction(x: np.ndarray) -> np.ndarray:
     -------
     ndarray of the same shape; NaN in every row whose largest logit overflows.
     """
-    x = check_float_array(x, "x")
+    check_float_array(x, "x")
     with np.errstate(over="ignore", invalid="ignore"):
         e = np.exp(x)  # (..., N_k)  <- the error: no x - max(x) first
         return e / e.sum(axis=-1, keepdims=True)  # (..., N_k)
@@ -561,7 +562,8 @@ def attention_entropy(weights: np.ndarray) -> np.ndarray:
     -------
     ndarray of shape (..., N_q)
     """
-    w = check_float_array(weights, "weights")
+    check_float_array(weights, "weights")
+    w = weights
     if (w < 0).any():
         raise ValueError("weights must be non-negative (attention weights are probabilities)")
     logw = np.log(np.where(w > 0, w, 1.0))  # (..., N_q, N_k); log 1 = 0 where w == 0
