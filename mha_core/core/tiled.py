@@ -6,11 +6,11 @@ average can be accumulated one tile of keys at a time if each query row keeps th
 numbers (Milakov & Gimelshein 2018):
 
     m  the largest score so far                   (..., rows, 1)
-    l  the sum of exp(score - m) so far           (..., rows, 1)
+    ell  the sum of exp(score - m) so far         (..., rows, 1)
     o  the sum of exp(score - m) * v so far       (..., rows, d_v)
 
 A tile with scores ``s`` raises the max to ``m_new``; ``alpha = exp(m - m_new)`` rescales what was
-summed against the old max, and at the end ``out = o / l``. Queries are taken a block at a time,
+summed against the old max, and at the end ``out = o / ell``. Queries are taken a block at a time,
 so the largest array alive is one (block_q, block_k) tile of scores: this is the loop of
 FlashAttention (Dao et al. 2022). With ``causal``, tiles whose keys all come after the block's
 last query are skipped, not masked.
@@ -87,7 +87,7 @@ def query_block(q, k, v, mask, scale, causal, r0, block_q, block_k):  # -> (...,
     n_q, n_k = q.shape[-2], k.shape[-2]
     q_blk = q[..., r0:r0 + block_q, :] * scale  # (..., rows, d_k), scaled once
     m = np.full((*q_blk.shape[:-1], 1), -np.inf, q.dtype)  # (..., rows, 1) running max
-    l = np.zeros_like(m)  # noqa: E741 (the texts' letter)  (..., rows, 1) running sum
+    ell = np.zeros_like(m)  # (..., rows, 1) running sum (the texts' l)
     o = np.zeros((*q_blk.shape[:-1], v.shape[-1]), q.dtype)  # (..., rows, d_v) running weighted sum
     tile_buffer = np.empty((*q_blk.shape[:-1], min(block_k, n_k)), q.dtype)  # one tile of scores, reused
     last_key = min(n_k, r0 + q_blk.shape[-2] + n_k - n_q) if causal else n_k  # causal: later keys unseen
@@ -95,19 +95,19 @@ def query_block(q, k, v, mask, scale, causal, r0, block_q, block_k):  # -> (...,
         tile = slice(c0, c0 + block_k)
         s = scores(q_blk, k, mask, causal, n_k - n_q, r0, c0, tile_buffer)  # (..., rows, cols)
         if not np.isneginf(m).any():  # every row has a max: try this tile against it, frozen
-            if add_with_frozen_max(s, m, l, o, v[..., tile, :]):
+            if add_with_frozen_max(s, m, ell, o, v[..., tile, :]):
                 continue
             s = scores(q_blk, k, mask, causal, n_k - n_q, r0, c0, tile_buffer)  # it outgrew m: full way
         m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., rows, 1); -inf: no key allowed yet
         shift = np.where(np.isfinite(m_new), m_new, 0)  # (..., rows, 1); avoids inf - inf
         alpha = np.exp(m - shift)  # (..., rows, 1), <= 1: rescales the old sums (0 on the first tile)
         p = np.exp(np.subtract(s, shift, out=s), out=s)  # (..., rows, cols) in [0, 1], over the scores
-        l *= alpha  # noqa: E741 (..., rows, 1): l = alpha * l + row sums of p
-        l += p.sum(axis=-1, keepdims=True)
+        ell *= alpha  # (..., rows, 1): ell = alpha * ell + row sums of p
+        ell += p.sum(axis=-1, keepdims=True)
         o *= alpha  # (..., rows, d_v): o = alpha * o + p @ v_tile
         o += p @ v[..., tile, :]  # (..., rows, cols) @ (..., cols, d_v)
         m = m_new
-    return o / np.where(l > 0, l, 1)  # (..., rows, d_v); a row with no allowed key stays 0
+    return o / np.where(ell > 0, ell, 1)  # (..., rows, d_v); a row with no allowed key stays 0
 
 
 def scores(q_blk, k, mask, causal, offset, r0, c0, tile_buffer):  # -> (..., rows, cols)
@@ -121,8 +121,8 @@ def scores(q_blk, k, mask, causal, offset, r0, c0, tile_buffer):  # -> (..., row
     return s
 
 
-def add_with_frozen_max(s, m, l, o, v_tile) -> bool:  # noqa: E741
-    """Lesson 11's frozen maximum: add the tile to ``l`` and ``o`` against ``m`` as it stands (no
+def add_with_frozen_max(s, m, ell, o, v_tile) -> bool:
+    """Lesson 11's frozen maximum: add the tile to ``ell`` and ``o`` against ``m`` as it stands (no
     max pass, no rescaling) and return True, if no row's sum of ``exp(s - m)`` tops
     ``FROZEN_MAX_LIMIT``. Else (a score far above ``m``, or a NaN) add nothing and return False,
     with ``s`` overwritten: the caller computes the tile's scores again."""
@@ -131,7 +131,7 @@ def add_with_frozen_max(s, m, l, o, v_tile) -> bool:  # noqa: E741
         tile_sum = p.sum(axis=-1, keepdims=True)  # (..., rows, 1)
     if not (tile_sum <= FROZEN_MAX_LIMIT).all():
         return False
-    l += tile_sum
+    ell += tile_sum
     o += p @ v_tile  # (..., rows, cols) @ (..., cols, d_v)
     return True
 
