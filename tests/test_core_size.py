@@ -33,9 +33,10 @@ REPO = PACKAGE.parent
 PATH_LINES, PATH_FILES = 60, 3
 # The budget of code lines (docstrings, comments and blank lines not counted). The maths of every
 # concept the course teaches (the layer, the KV cache, the backward pass, RoPE, the tiled loop,
-# the counts, the ledger) fits in 600, a sitting's reading; the checks that name every bad
-# argument get 300 more. Today: about 600 and 280. Raise a budget only with a reason in the commit.
-MATHS_BUDGET, CHECKS_BUDGET = 620, 300
+# the counts, the ledger) fits in 620, a sitting's reading; the checks that name every bad
+# argument, with their messages wrapped at 100 columns, get 320 more. Today: about 620 and 310.
+# Raise a budget only with a reason in the commit.
+MATHS_BUDGET, CHECKS_BUDGET = 630, 320
 
 
 def executed_lines(fn) -> set[tuple[str, int]]:

@@ -42,7 +42,8 @@ def softmax(x, axis=-1, mask=None, *, out=None):  # (..., N_k) -> (..., N_k)
     row_max = np.max(x, axis=axis, keepdims=True)  # (..., 1); -inf for a fully masked row
     e = np.subtract(x, np.where(np.isfinite(row_max), row_max, 0), out=out)  # every exponent <= 0
     np.exp(e, out=e)  # in place: no second array of x's size
-    e /= np.where((total := np.sum(e, axis=axis, keepdims=True)) > 0, total, 1)  # a fully masked row stays 0
+    # divide by each row's sum; a fully masked row (sum 0) is divided by 1, so it stays 0
+    e /= np.where((total := np.sum(e, axis=axis, keepdims=True)) > 0, total, 1)
     return e
 
 
@@ -68,9 +69,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, *, max_bytes=No
     out : ndarray of shape (..., N_q, d_v)
     weights : ndarray of shape (..., N_q, N_k); each allowed row sums to 1.
     """
-    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)  # 1/sqrt(d_k); a float keeps q's dtype
-    scores = (q * scale) @ np.swapaxes(k, -1, -2)  # (..., N_q, d_k) @ (..., d_k, N_k) -> (..., N_q, N_k)
-    if mask is not None:  # the texts' masked_fill: a key not allowed scores -inf, so its weight is 0
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)  # 1/sqrt(d_k), q's dtype kept
+    # (..., N_q, d_k) @ (..., d_k, N_k) -> (..., N_q, N_k)
+    scores = (q * scale) @ np.swapaxes(k, -1, -2)
+    if mask is not None:  # the texts' masked_fill: a key not allowed scores -inf, weight 0
         np.copyto(scores, -np.inf, where=~mask)  # (..., N_q, N_k), in place
     weights = softmax.unchecked(scores, out=scores)  # (..., N_q, N_k), written over the scores
     return weights @ v, weights  # (..., N_q, N_k) @ (..., N_k, d_v) -> (..., N_q, d_v)

@@ -52,7 +52,8 @@ def _unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 def _check_dout(dout, shape: tuple[int, ...]) -> np.ndarray:
     check_float_array(dout, "dout")
     if dout.shape != tuple(shape):
-        raise ValueError(f"dout must have the forward output's shape {tuple(shape)}, got {dout.shape}")
+        raise ValueError(f"dout must have the forward output's shape {tuple(shape)}, "
+                         f"got {dout.shape}")
     return dout
 
 
@@ -120,9 +121,11 @@ def attention_backward(dout: np.ndarray, saved: Saved) -> dict[str, np.ndarray]:
     dweights = dout @ np.swapaxes(v, -1, -2)  # (..., N_q, d_v) @ (..., d_v, N_k) -> (..., N_q, N_k)
     dscores = weights * (dweights - (dweights * weights).sum(-1, keepdims=True))  # (..., N_q, N_k)
     dq = scale * dscores @ k  # (..., N_q, N_k) @ (..., N_k, d_k) -> (..., N_q, d_k)
-    dk = scale * np.swapaxes(dscores, -1, -2) @ q  # (..., N_k, N_q) @ (..., N_q, d_k) -> (..., N_k, d_k)
+    # (..., N_k, N_q) @ (..., N_q, d_k) -> (..., N_k, d_k)
+    dk = scale * np.swapaxes(dscores, -1, -2) @ q
     dv = np.swapaxes(weights, -1, -2) @ dout  # (..., N_k, N_q) @ (..., N_q, d_v) -> (..., N_k, d_v)
-    return {"q": _unbroadcast(dq, q.shape), "k": _unbroadcast(dk, k.shape), "v": _unbroadcast(dv, v.shape)}
+    return {"q": _unbroadcast(dq, q.shape), "k": _unbroadcast(dk, k.shape),
+            "v": _unbroadcast(dv, v.shape)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,8 +133,8 @@ def attention_backward(dout: np.ndarray, saved: Saved) -> dict[str, np.ndarray]:
 
 
 @checked(check_forward)
-def mha_forward(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None, head_mask=None,
-                rope_base=None, max_bytes=None) -> tuple[np.ndarray, Saved]:
+def mha_forward(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None,
+                head_mask=None, rope_base=None, max_bytes=None) -> tuple[np.ndarray, Saved]:
     """``multi_head_attention`` that also returns every intermediate array, by its lesson name.
 
     Takes the arguments of ``mha_core.multi_head_attention`` (without ``tiled`` and
@@ -148,22 +151,26 @@ def mha_forward(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_
     """
     x_kv_in, x_kv = x_kv, (x if x_kv is None else x_kv)
     h, n_kv = n_heads, n_kv_heads or n_heads
-    Q, K, V = linear(x, params, "Q"), linear(x_kv, params, "K"), linear(x_kv, params, "V")  # (..., N, width)
-    q, k, v = split_heads.unchecked(Q, h), split_heads.unchecked(K, n_kv), split_heads.unchecked(V, n_kv)
+    # the projections, (..., N_q, h*d_k), (..., N_k, n_kv*d_k), (..., N_k, n_kv*d_v)
+    Q, K, V = linear(x, params, "Q"), linear(x_kv, params, "K"), linear(x_kv, params, "V")
+    q = split_heads.unchecked(Q, h)  # (..., h, N_q, d_k)
+    k, v = split_heads.unchecked(K, n_kv), split_heads.unchecked(V, n_kv)  # (..., n_kv, N_k, d)
     if rope_base is not None:
         q, k = apply_rope.unchecked(q, base=rope_base), apply_rope.unchecked(k, base=rope_base)
     if n_kv != h:  # GQA/MQA, as in the layer
-        k, v = np.repeat(k, h // n_kv, axis=-3), np.repeat(v, h // n_kv, axis=-3)  # (..., h, N_k, d)
+        k, v = (np.repeat(a, h // n_kv, axis=-3) for a in (k, v))  # (..., h, N_k, d)
     if causal:
         mask = causal_mask.unchecked(x.shape[-2], x_kv.shape[-2]) & (True if mask is None else mask)
-    kept, weights = scaled_dot_product_attention.unchecked(q, k, v, mask)  # (..., h, N_q, d_v), (..., h, N_q, N_k)
+    # the heads' outputs (..., h, N_q, d_v) and weights (..., h, N_q, N_k)
+    kept, weights = scaled_dot_product_attention.unchecked(q, k, v, mask)
     hm = None if head_mask is None else np.asarray(head_mask, x.dtype)
     heads = kept if hm is None else kept * hm[:, None, None]  # (..., h, N_q, d_v)
     concat = merge_heads.unchecked(heads)  # (..., N_q, h*d_v)
     out = linear(concat, params, "O")  # (..., N_q, d_model)
-    saved: Saved = {"kind": "mha", "x": x, "x_kv": x_kv, "cross": x_kv_in is not None, "params": params, "h": h,
-                    "n_kv": n_kv, "head_mask": hm, "rope_base": rope_base, "Q": Q, "K": K, "V": V, "q": q, "k": k,
-                    "v": v, "weights": weights, "kept": kept, "heads": heads, "concat": concat, "out": out,
+    saved: Saved = {"kind": "mha", "x": x, "x_kv": x_kv, "cross": x_kv_in is not None, "h": h,
+                    "n_kv": n_kv, "params": params, "head_mask": hm, "rope_base": rope_base,
+                    "Q": Q, "K": K, "V": V, "q": q, "k": k, "v": v, "weights": weights,
+                    "kept": kept, "heads": heads, "concat": concat, "out": out,
                     "att": {"kind": "attention", "q": q, "k": k, "v": v, "weights": weights,
                             "scale": 1.0 / np.sqrt(q.shape[-1])}}
     return out, saved
@@ -189,7 +196,8 @@ def mha_backward(dout: np.ndarray, saved: Saved) -> dict[str, np.ndarray]:
     """
     c = _check_saved(saved, "mha")
     if c["rope_base"] is not None:
-        raise ValueError("mha_backward does not differentiate through RoPE: call mha_forward without rope_base")
+        raise ValueError("mha_backward does not differentiate through RoPE: "
+                         "call mha_forward without rope_base")
     p, x, x_kv, h, n_kv = c["params"], c["x"], c["x_kv"], c["h"], c["n_kv"]
     dout = _check_dout(dout, c["out"].shape)
     lead, n_k = x.shape[:-2], x_kv.shape[-2]
@@ -205,16 +213,20 @@ def mha_backward(dout: np.ndarray, saved: Saved) -> dict[str, np.ndarray]:
     dconcat = dout @ p["W_O"].T  # (..., N_q, d_model) @ (d_model, h*d_v) -> (..., N_q, h*d_v)
     dheads = split_heads.unchecked(dconcat, h)  # (..., h, N_q, d_v)
     if c["head_mask"] is not None:
-        grads["head_mask"] = (dheads * kept).reshape(-1, h, kept.shape[-2] * d_v).sum((0, 2))  # (h,)
+        # (h,): d loss / d head_mask[i] sums head i's dheads * kept
+        grads["head_mask"] = (dheads * kept).reshape(-1, h, kept.shape[-2] * d_v).sum((0, 2))
         dheads = dheads * c["head_mask"][:, None, None]  # (..., h, N_q, d_v)
-    d = attention_backward(dheads, c["att"])  # q (..., h, N_q, d_k); k, v (..., h, N_k, d): every query head's
+    # every query head's gradients: q (..., h, N_q, d_k); k, v (..., h, N_k, d_k or d_v)
+    d = attention_backward(dheads, c["att"])
     # GQA: key/value head j was repeated for its h/n_kv query heads, so its gradient is their sum
     dk = d["k"].reshape(*lead, n_kv, h // n_kv, n_k, d_k).sum(-3)  # (..., n_kv, N_k, d_k)
     dv = d["v"].reshape(*lead, n_kv, h // n_kv, n_k, d_v).sum(-3)  # (..., n_kv, N_k, d_v)
     dQ = merge_heads.unchecked(d["q"])  # (..., N_q, h*d_k)
-    dK, dV = merge_heads.unchecked(dk), merge_heads.unchecked(dv)  # (..., N_k, n_kv*d_k), (..., N_k, n_kv*d_v)
+    # (..., N_k, n_kv*d_k), (..., N_k, n_kv*d_v)
+    dK, dV = merge_heads.unchecked(dk), merge_heads.unchecked(dv)
 
-    x2, xkv2 = x.reshape(-1, d_model), x_kv.reshape(-1, d_model_kv)  # (B*N_q, d_model), (B*N_k, d_model)
+    # (B*N_q, d_model), (B*N_k, d_model)
+    x2, xkv2 = x.reshape(-1, d_model), x_kv.reshape(-1, d_model_kv)
     grads["W_Q"] = x2.T @ dQ.reshape(-1, h * d_k)  # (d_model, B*N_q) @ (B*N_q, h*d_k)
     grads["W_K"] = xkv2.T @ dK.reshape(-1, n_kv * d_k)  # (d_model, B*N_k) @ (B*N_k, n_kv*d_k)
     grads["W_V"] = xkv2.T @ dV.reshape(-1, n_kv * d_v)  # (d_model, B*N_k) @ (B*N_k, n_kv*d_v)

@@ -92,7 +92,8 @@ def as_rng(rng) -> np.random.Generator:
         if rng < 0:
             raise ValueError(f"rng must be a non-negative int seed, got rng={rng}")
         return np.random.default_rng(int(rng))
-    raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, got {type(rng).__name__}")
+    raise TypeError(f"rng must be None, an int seed or a numpy.random.Generator, "
+                    f"got {type(rng).__name__}")
 
 
 def init_params(config: MHAConfig, rng=None, dtype=np.float32) -> dict[str, np.ndarray]:

@@ -34,7 +34,8 @@ def count_params(config: MHAConfig) -> dict[str, int]:
     return counts
 
 
-def count_macs(config: MHAConfig, n: int, *, batch: int = 1, n_k: int | None = None) -> dict[str, int]:
+def count_macs(config: MHAConfig, n: int, *, batch: int = 1,
+               n_k: int | None = None) -> dict[str, int]:
     """MACs of one forward pass over ``batch`` sequences of ``N_q = n`` queries and ``N_k`` keys.
 
     Returns
@@ -70,8 +71,10 @@ def count_macs(config: MHAConfig, n: int, *, batch: int = 1, n_k: int | None = N
     return m
 
 
-def kv_cache_bytes(config: MHAConfig, n_tokens: int, *, n_layers: int = 1, batch: int = 1, dtype=np.float16) -> int:
-    """Bytes to cache K and V for ``n_tokens`` positions: ``B * layers * N * n_kv * (d_k + d_v) * itemsize``.
+def kv_cache_bytes(config: MHAConfig, n_tokens: int, *, n_layers: int = 1, batch: int = 1,
+                   dtype=np.float16) -> int:
+    """Bytes to cache K and V for ``n_tokens`` positions,
+    ``B * layers * N * n_kv * (d_k + d_v) * itemsize``.
 
     With ``n_kv = h`` that is ``2 * N * d_model * layers`` elements; GQA divides it by ``h / n_kv``.
     """

@@ -51,12 +51,14 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes of the ``length`` tokens stored (what a step reads), not of the whole allocation."""
-        return (self.K[..., : self.length, :].size + self.V[..., : self.length, :].size) * self.K.itemsize
+        """Bytes of the ``length`` tokens stored (what a step reads), not of the allocation."""
+        stored = self.K[..., : self.length, :].size + self.V[..., : self.length, :].size
+        return stored * self.K.itemsize
 
 
 @checked(check_kv_cache_init)
-def init_kv_cache(params, n_heads, max_tokens, *, n_kv_heads=None, batch=None, max_bytes=None) -> KVCache:
+def init_kv_cache(params, n_heads, max_tokens, *, n_kv_heads=None, batch=None,
+                  max_bytes=None) -> KVCache:
     """An empty cache for ``max_tokens`` tokens of the layer ``params`` (the dtype of ``params``).
 
     Parameters
@@ -81,8 +83,9 @@ def init_kv_cache(params, n_heads, max_tokens, *, n_kv_heads=None, batch=None, m
     n_kv = n_kv_heads or n_heads
     lead = () if batch is None else (batch,)
     d_k, d_v = params["W_K"].shape[1] // n_kv, params["W_V"].shape[1] // n_kv
-    K = np.zeros((*lead, n_kv, max_tokens, d_k), params["W_K"].dtype)  # (..., n_kv, max_tokens, d_k)
-    V = np.zeros((*lead, n_kv, max_tokens, d_v), params["W_V"].dtype)  # (..., n_kv, max_tokens, d_v)
+    # (..., n_kv, max_tokens, d_k) and (..., n_kv, max_tokens, d_v)
+    K = np.zeros((*lead, n_kv, max_tokens, d_k), params["W_K"].dtype)
+    V = np.zeros((*lead, n_kv, max_tokens, d_v), params["W_V"].dtype)
     return KVCache(K, V)
 
 
@@ -115,7 +118,8 @@ def prefill(x, params, n_heads, cache, *, n_kv_heads=None, rope_base=None) -> KV
 
 
 @checked(check_decode_step)
-def decode_step(x_t, params, n_heads, cache, *, n_kv_heads=None, rope_base=None, return_weights=False):
+def decode_step(x_t, params, n_heads, cache, *, n_kv_heads=None, rope_base=None,
+                return_weights=False):
     """One new token: append its key and value to ``cache`` and attend over every cached token.
 
     Parameters
@@ -143,14 +147,18 @@ def decode_step(x_t, params, n_heads, cache, *, n_kv_heads=None, rope_base=None,
     if rope_base is not None:  # RoPE at the token's absolute position t
         q, k = apply_rope.unchecked(q, [t], rope_base), apply_rope.unchecked(k, [t], rope_base)
     cache.K[..., t:t + 1, :] = k
-    cache.V[..., t:t + 1, :] = split_heads.unchecked(linear(x1, params, "V"), n_kv)  # (..., n_kv, 1, d_v)
+    # (..., n_kv, 1, d_v)
+    cache.V[..., t:t + 1, :] = split_heads.unchecked(linear(x1, params, "V"), n_kv)
     cache.length = t + 1
-    K, V = cache.K[..., : t + 1, :], cache.V[..., : t + 1, :]  # (..., n_kv, t+1, d_k), (..., n_kv, t+1, d_v)
+    # (..., n_kv, t+1, d_k), (..., n_kv, t+1, d_v)
+    K, V = cache.K[..., : t + 1, :], cache.V[..., : t + 1, :]
     # GQA without copying the cache: the h/n_kv query heads of a group are the query rows of its
     # key/value head. No mask: the future is not in the cache.
     q = q.reshape(*lead, n_kv, h // n_kv, q.shape[-1])  # (..., n_kv, h/n_kv, d_k)
-    heads, w = scaled_dot_product_attention.unchecked(q, K, V)  # (..., n_kv, h/n_kv, d_v), (..., n_kv, h/n_kv, t+1)
-    out = linear(heads.reshape(*lead, -1), params, "O")  # (..., h*d_v) -> (..., d_model); heads in order
+    # (..., n_kv, h/n_kv, d_v), (..., n_kv, h/n_kv, t+1)
+    heads, w = scaled_dot_product_attention.unchecked(q, K, V)
+    # the groups' rows are the h heads in order: (..., h*d_v) -> (..., d_model)
+    out = linear(heads.reshape(*lead, -1), params, "O")
     return (out, w.reshape(*lead, h, t + 1)) if return_weights else out  # weights (..., h, t+1)
 
 
@@ -170,6 +178,7 @@ def decode(x, params, n_heads, *, n_kv_heads=None, rope_base=None):
     """
     cache = init_kv_cache.unchecked(params, n_heads, x.shape[-2], n_kv_heads=n_kv_heads,
                                     batch=x.shape[0] if x.ndim == 3 else None)
-    steps = [decode_step.unchecked(x[..., t, :], params, n_heads, cache, n_kv_heads=n_kv_heads, rope_base=rope_base)
-             for t in range(x.shape[-2])]  # N x (..., d_model)
+    # N outputs of shape (..., d_model)
+    steps = [decode_step.unchecked(x[..., t, :], params, n_heads, cache, n_kv_heads=n_kv_heads,
+                                   rope_base=rope_base) for t in range(x.shape[-2])]
     return np.stack(steps, axis=-2)  # (..., N, d_model)

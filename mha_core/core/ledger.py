@@ -51,10 +51,12 @@ def ledger(x, params, n_heads, **kwargs) -> Ledger:
     note("Q = X @ W_Q", s["Q"], s["x"].shape[-1])
     note("K = X @ W_K", s["K"], d_model_kv)
     note("V = X @ W_V", s["V"], d_model_kv)
-    book.steps.append(("Q as heads: reshape", (*s["Q"].shape[:-1], h, d_k)))  # (..., N_q, h, d_k), a view
+    # (..., N_q, h, d_k), a view
+    book.steps.append(("Q as heads: reshape", (*s["Q"].shape[:-1], h, d_k)))
     note("Q heads: transpose", s["q"])
-    book.steps.append(("K heads", (*s["k"].shape[:-3], n_kv, *s["k"].shape[-2:])))  # (..., n_kv, N_k, d_k)
-    book.steps.append(("V heads", (*s["v"].shape[:-3], n_kv, *s["v"].shape[-2:])))  # (..., n_kv, N_k, d_v)
+    # (..., n_kv, N_k, d_k) and (..., n_kv, N_k, d_v): n_kv heads, before any GQA repeat
+    book.steps.append(("K heads", (*s["k"].shape[:-3], n_kv, *s["k"].shape[-2:])))
+    book.steps.append(("V heads", (*s["v"].shape[:-3], n_kv, *s["v"].shape[-2:])))
     if s["rope_base"] is not None:
         note("Q rotated: RoPE", s["q"])
         book.steps.append(("K rotated: RoPE", (*s["k"].shape[:-3], n_kv, *s["k"].shape[-2:])))
@@ -63,7 +65,8 @@ def ledger(x, params, n_heads, **kwargs) -> Ledger:
     note("scores = Q K^T / sqrt(d_k)", s["weights"], d_k)
     note("weights = softmax(scores)", s["weights"])
     note("head outputs = weights V", s["kept"], s["weights"].shape[-1])
-    book.steps.append(("heads back: transpose", (*s["heads"].shape[:-3], s["heads"].shape[-2], h, s["heads"].shape[-1])))
+    book.steps.append(("heads back: transpose",  # (..., N_q, h, d_v)
+                       (*s["heads"].shape[:-3], s["heads"].shape[-2], h, s["heads"].shape[-1])))
     note("concat: reshape", s["concat"])
     note("out = concat @ W_O", s["out"], s["concat"].shape[-1])
     return book
@@ -103,11 +106,12 @@ def head_outputs(x, params, n_heads, **kwargs):  # -> (..., h, N_q, d_v)
 
 @checked(check_forward, after=finite_output)
 def head_contributions(x, params, n_heads, **kwargs):  # -> (..., h, N_q, d_model)
-    """What each head adds to the output: ``head_i @ W_O[i*d_v:(i+1)*d_v, :]``, (..., h, N_q, d_model).
+    """What each head adds to the output, (..., h, N_q, d_model): ``head_i @ W_O[i*d_v:(i+1)*d_v]``.
 
     Summed over heads (plus ``b_O``) this is ``multi_head_attention``: concat then ``W_O`` is the
     same as a sum of per-head projections.
     """
     heads = head_outputs.unchecked(x, params, n_heads, **kwargs)  # (..., h, N_q, d_v)
-    W_O_heads = params["W_O"].reshape(n_heads, heads.shape[-1], -1)  # (h, d_v, d_model): row block i is W_O^i
+    # row block i of W_O is head i's W_O^i
+    W_O_heads = params["W_O"].reshape(n_heads, heads.shape[-1], -1)  # (h, d_v, d_model)
     return heads @ W_O_heads  # (..., h, N_q, d_v) @ (h, d_v, d_model) -> (..., h, N_q, d_model)

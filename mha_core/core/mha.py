@@ -44,14 +44,16 @@ def split_heads(x, n_heads):  # (..., N, h*d) -> (..., h, N, d)
     Reshaping straight to ``(h, N, d)`` without the transpose gives the right shape and the wrong
     numbers: see notebook 07.
     """
-    return np.swapaxes(x.reshape(*x.shape[:-1], n_heads, -1), -3, -2)  # (..., N, h, d) -> (..., h, N, d)
+    # reshape to (..., N, h, d), then swap the N and h axes: (..., h, N, d)
+    return np.swapaxes(x.reshape(*x.shape[:-1], n_heads, -1), -3, -2)
 
 
 @checked(check_merge)
 def merge_heads(x):  # (..., h, N, d) -> (..., N, h*d)
     """Concatenate the heads back into one width (the texts' "concat"): head ``i`` lands in
     columns ``i*d:(i+1)*d``."""
-    return np.swapaxes(x, -3, -2).reshape(*x.shape[:-3], x.shape[-2], -1)  # (..., N, h, d) -> (..., N, h*d), a copy
+    # swap back to (..., N, h, d), then reshape to (..., N, h*d), a copy
+    return np.swapaxes(x, -3, -2).reshape(*x.shape[:-3], x.shape[-2], -1)
 
 
 @checked(check_head_index)
@@ -63,7 +65,8 @@ def head_columns(i, d) -> slice:
 
 @checked(check_layer, after=finite_output)
 def multi_head_attention(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None,
-                         head_mask=None, rope_base=None, tiled=False, return_weights=False, max_bytes=None):
+                         head_mask=None, rope_base=None, tiled=False, return_weights=False,
+                         max_bytes=None):
     """Multi-head attention, every head at once.
 
     Parameters
@@ -81,7 +84,8 @@ def multi_head_attention(x, params, n_heads, *, x_kv=None, mask=None, causal=Fal
     causal : bool, default False
         AND the causal mask (``causal_mask``) into ``mask``: no query sees a later key.
     n_kv_heads : int, optional
-        ``n_kv`` for GQA/MQA; default ``h``. Query head ``i`` reads key/value head ``i // (h/n_kv)``.
+        ``n_kv`` for GQA/MQA; default ``h``. Query head ``i`` reads key/value head
+        ``i // (h/n_kv)``.
     head_mask : array of shape (h,), optional
         Multiplies each head's output before ``W_O``; 0 switches a head off.
     rope_base : float, optional
@@ -102,30 +106,32 @@ def multi_head_attention(x, params, n_heads, *, x_kv=None, mask=None, causal=Fal
     weights : ndarray of shape (..., h, N_q, N_k), only with ``return_weights``
     """
     x_kv, n_kv = (x if x_kv is None else x_kv), (n_kv_heads or n_heads)
-    matmul = shared_matmul if tiled else np.matmul  # tiled: the projections on its worker threads too
-    q = split_heads.unchecked(linear(x, params, "Q", matmul), n_heads)  # (..., N_q, h*d_k) -> (..., h, N_q, d_k)
+    matmul = shared_matmul if tiled else np.matmul  # tiled: projections on its worker threads too
+    q = split_heads.unchecked(linear(x, params, "Q", matmul), n_heads)  # (..., h, N_q, d_k)
     k = split_heads.unchecked(linear(x_kv, params, "K", matmul), n_kv)  # (..., n_kv, N_k, d_k)
     v = split_heads.unchecked(linear(x_kv, params, "V", matmul), n_kv)  # (..., n_kv, N_k, d_v)
     if rope_base is not None:  # RoPE: turn each query and key by its position, before the scores
         q, k = apply_rope.unchecked(q, base=rope_base), apply_rope.unchecked(k, base=rope_base)
-    if n_kv != n_heads:  # GQA/MQA: key/value head j serves the h/n_kv query heads after j*h/n_kv
-        k, v = np.repeat(k, n_heads // n_kv, axis=-3), np.repeat(v, n_heads // n_kv, axis=-3)  # (..., h, N_k, d)
+    if n_kv != n_heads:  # GQA/MQA: each key/value head serves h/n_kv query heads, side by side
+        k, v = (np.repeat(a, n_heads // n_kv, axis=-3) for a in (k, v))  # (..., h, N_k, d_k or d_v)
     if tiled:  # long context, the caller's choice: never the N_q x N_k scores (tiled.py)
         heads, weights = tiled_attention.unchecked(q, k, v, mask, causal=causal), None
     else:
         if causal:  # (N_q, N_k), broadcast over batch and heads
-            mask = causal_mask.unchecked(q.shape[-2], k.shape[-2]) & (True if mask is None else mask)
-        heads, weights = scaled_dot_product_attention.unchecked(q, k, v, mask)  # (..., h, N_q, d_v), (..., h, N_q, N_k)
+            mask = (causal_mask.unchecked(q.shape[-2], k.shape[-2])
+                    & (True if mask is None else mask))
+        heads, weights = scaled_dot_product_attention.unchecked(q, k, v, mask)  # (..., h, N_q, d_v)
     if head_mask is not None:  # 0 switches head i off before W_O
         heads = heads * np.asarray(head_mask, heads.dtype)[:, None, None]  # (..., h, N_q, d_v)
-    out = linear(merge_heads.unchecked(heads), params, "O", matmul)  # (..., N_q, h*d_v) -> (..., N_q, d_model)
+    # merge: (..., h, N_q, d_v) -> (..., N_q, h*d_v); then @ W_O -> (..., N_q, d_model)
+    out = linear(merge_heads.unchecked(heads), params, "O", matmul)
     return (out, weights) if return_weights else out
 
 
 @checked(check_layer, after=finite_output)
-def multi_head_attention_per_head(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None,
-                                  head_mask=None, rope_base=None, tiled=False, return_weights=False,
-                                  max_bytes=None):
+def multi_head_attention_per_head(x, params, n_heads, *, x_kv=None, mask=None, causal=False,
+                                  n_kv_heads=None, head_mask=None, rope_base=None, tiled=False,
+                                  return_weights=False, max_bytes=None):
     """The same layer as a loop over heads, the way lesson 01 explains it; arguments as for
     ``multi_head_attention`` (``tiled`` is ignored: every head's weights are built).
 
@@ -138,7 +144,8 @@ def multi_head_attention_per_head(x, params, n_heads, *, x_kv=None, mask=None, c
     if causal:
         mask = causal_mask.unchecked(x.shape[-2], x_kv.shape[-2]) & (True if mask is None else mask)
     if mask is not None:
-        mask = np.broadcast_to(mask, (*x.shape[:-2], h, x.shape[-2], x_kv.shape[-2]))  # (..., h, N_q, N_k), a view
+        # (..., h, N_q, N_k), a view
+        mask = np.broadcast_to(mask, (*x.shape[:-2], h, x.shape[-2], x_kv.shape[-2]))
     outputs, weights = [], []
     for i in range(h):
         j = i // (h // n_kv)  # the key/value head that query head i reads
@@ -146,13 +153,17 @@ def multi_head_attention_per_head(x, params, n_heads, *, x_kv=None, mask=None, c
         k_j = _head_linear(x_kv, params, "K", head_columns.unchecked(j, d_k))  # (..., N_k, d_k)
         v_j = _head_linear(x_kv, params, "V", head_columns.unchecked(j, d_v))  # (..., N_k, d_v)
         if rope_base is not None:
-            q_i, k_j = apply_rope.unchecked(q_i, base=rope_base), apply_rope.unchecked(k_j, base=rope_base)
+            q_i = apply_rope.unchecked(q_i, base=rope_base)  # (..., N_q, d_k)
+            k_j = apply_rope.unchecked(k_j, base=rope_base)  # (..., N_k, d_k)
         mask_i = None if mask is None else mask[..., i, :, :]  # (..., N_q, N_k)
-        head_i, w_i = scaled_dot_product_attention.unchecked(q_i, k_j, v_j, mask_i)  # (..., N_q, d_v), (..., N_q, N_k)
+        # head i's output (..., N_q, d_v) and its weights (..., N_q, N_k)
+        head_i, w_i = scaled_dot_product_attention.unchecked(q_i, k_j, v_j, mask_i)
         outputs.append(head_i if head_mask is None else head_i * head_mask[i])
         weights.append(w_i)
-    out = linear(np.concatenate(outputs, axis=-1), params, "O")  # (..., N_q, h*d_v) -> (..., N_q, d_model)
-    return (out, np.stack(weights, axis=-3)) if return_weights else out  # weights (..., h, N_q, N_k)
+    # concat: (..., N_q, h*d_v); then @ W_O -> (..., N_q, d_model)
+    out = linear(np.concatenate(outputs, axis=-1), params, "O")
+    # the heads' weights stacked: (..., h, N_q, N_k)
+    return (out, np.stack(weights, axis=-3)) if return_weights else out
 
 
 def _head_linear(x, params, name, cols):  # (..., N, d_in) -> (..., N, d)

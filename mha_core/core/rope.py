@@ -45,7 +45,8 @@ def rope_angles(positions, d_k: int, base: float = DEFAULT_ROPE_BASE) -> np.ndar
     angles : ndarray of shape (N, d_k // 2), ``positions[:, None] * theta[None, :]``
     """
     theta = base ** (-np.arange(0, d_k, 2, dtype=np.float64) / d_k)  # (d_k/2,)
-    return np.asarray(positions, np.float64)[:, None] * theta[None, :]  # (N, 1) * (1, d_k/2) -> (N, d_k/2)
+    # (N, 1) * (1, d_k/2) -> (N, d_k/2)
+    return np.asarray(positions, np.float64)[:, None] * theta[None, :]
 
 
 @checked(check_apply)
@@ -65,7 +66,8 @@ def apply_rope(x, positions=None, base: float = DEFAULT_ROPE_BASE) -> np.ndarray
     ndarray of the same shape and dtype as ``x``; each pair keeps its length.
     """
     positions = np.arange(x.shape[-2]) if positions is None else positions
-    angles = rope_angles.unchecked(positions, x.shape[-1], base)  # (N, d_k/2), float64 for accuracy at large p
+    # float64, for accuracy at large positions p
+    angles = rope_angles.unchecked(positions, x.shape[-1], base)  # (N, d_k/2)
     cos = np.cos(angles).astype(x.dtype)  # (N, d_k/2)
     sin = np.sin(angles).astype(x.dtype)  # (N, d_k/2)
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., N, d_k/2) each: the pairs' two coordinates

@@ -43,8 +43,8 @@ FROZEN_MAX_LIMIT = 2.0**16
 
 
 @checked(check_tiled)
-def tiled_attention(q, k, v, mask=None, scale=None, *, causal=False, block_q=BLOCK_Q, block_k=BLOCK_K, threads=None,
-                    max_bytes=None):
+def tiled_attention(q, k, v, mask=None, scale=None, *, causal=False, block_q=BLOCK_Q,
+                    block_k=BLOCK_K, threads=None, max_bytes=None):
     """``softmax(q k^T * scale) v``, tile by tile; equal to ``scaled_dot_product_attention``.
 
     Parameters
@@ -73,10 +73,11 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, causal=False, block_q=BLO
     """
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     out = np.empty((*lead, q.shape[-2], v.shape[-1]), q.dtype)  # (..., N_q, d_v)
-    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)  # 1/sqrt(d_k); a float keeps q's dtype
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)  # 1/sqrt(d_k), q's dtype kept
 
     def one_block(r0):  # query rows r0 : r0 + block_q
-        out[..., r0:r0 + block_q, :] = query_block(q, k, v, mask, scale, causal, r0, block_q, block_k)
+        out[..., r0:r0 + block_q, :] = query_block(q, k, v, mask, scale, causal, r0,
+                                                   block_q, block_k)
 
     share(one_block, range(0, q.shape[-2], block_q), threads)
     return out
@@ -89,19 +90,19 @@ def query_block(q, k, v, mask, scale, causal, r0, block_q, block_k):  # -> (...,
     m = np.full((*q_blk.shape[:-1], 1), -np.inf, q.dtype)  # (..., rows, 1) running max
     ell = np.zeros_like(m)  # (..., rows, 1) running sum (the texts' l)
     o = np.zeros((*q_blk.shape[:-1], v.shape[-1]), q.dtype)  # (..., rows, d_v) running weighted sum
-    tile_buffer = np.empty((*q_blk.shape[:-1], min(block_k, n_k)), q.dtype)  # one tile of scores, reused
-    last_key = min(n_k, r0 + q_blk.shape[-2] + n_k - n_q) if causal else n_k  # causal: later keys unseen
+    tile_buffer = np.empty((*q_blk.shape[:-1], min(block_k, n_k)), q.dtype)  # reused by every tile
+    last_key = min(n_k, r0 + q_blk.shape[-2] + n_k - n_q) if causal else n_k  # causal: fewer keys
     for c0 in range(0, last_key, block_k):
         tile = slice(c0, c0 + block_k)
         s = scores(q_blk, k, mask, causal, n_k - n_q, r0, c0, tile_buffer)  # (..., rows, cols)
         if not np.isneginf(m).any():  # every row has a max: try this tile against it, frozen
             if add_with_frozen_max(s, m, ell, o, v[..., tile, :]):
                 continue
-            s = scores(q_blk, k, mask, causal, n_k - n_q, r0, c0, tile_buffer)  # it outgrew m: full way
-        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., rows, 1); -inf: no key allowed yet
+            s = scores(q_blk, k, mask, causal, n_k - n_q, r0, c0, tile_buffer)  # outgrew m: again
+        m_new = np.maximum(m, s.max(axis=-1, keepdims=True))  # (..., rows, 1); -inf: no key yet
         shift = np.where(np.isfinite(m_new), m_new, 0)  # (..., rows, 1); avoids inf - inf
-        alpha = np.exp(m - shift)  # (..., rows, 1), <= 1: rescales the old sums (0 on the first tile)
-        p = np.exp(np.subtract(s, shift, out=s), out=s)  # (..., rows, cols) in [0, 1], over the scores
+        alpha = np.exp(m - shift)  # (..., rows, 1), <= 1: rescales the old sums (0 at first)
+        p = np.exp(np.subtract(s, shift, out=s), out=s)  # (..., rows, cols) in [0, 1], over s
         ell *= alpha  # (..., rows, 1): ell = alpha * ell + row sums of p
         ell += p.sum(axis=-1, keepdims=True)
         o *= alpha  # (..., rows, d_v): o = alpha * o + p @ v_tile
@@ -114,7 +115,8 @@ def scores(q_blk, k, mask, causal, offset, r0, c0, tile_buffer):  # -> (..., row
     """One tile's scores ``q_blk @ k_tile^T`` (q already scaled), written into ``tile_buffer``,
     with -inf where the mask or causality forbids a key."""
     k_tile = k[..., c0:c0 + tile_buffer.shape[-1], :]  # (..., cols, d_k)
-    s = np.matmul(q_blk, np.swapaxes(k_tile, -1, -2), out=tile_buffer[..., :k_tile.shape[-2]])  # (..., rows, cols)
+    buffer = tile_buffer[..., :k_tile.shape[-2]]  # (..., rows, cols): the last tile may be narrower
+    s = np.matmul(q_blk, np.swapaxes(k_tile, -1, -2), out=buffer)  # (..., rows, cols)
     allowed = tile_mask(mask, causal, offset, r0, s.shape[-2], c0, s.shape[-1])  # None: all allowed
     if allowed is not None:
         np.copyto(s, -np.inf, where=~allowed)  # not allowed -> -inf -> weight 0
@@ -146,7 +148,8 @@ def tile_mask(mask, causal, offset, r0, rows, c0, cols):  # -> bool (..., rows, 
         c = slice(c0, c0 + cols) if mask.shape[-1] != 1 else slice(None)
         allowed = mask[..., r, c]  # (..., rows or 1, cols or 1)
     if causal and c0 + cols - 1 > r0 + offset:  # some key of the tile comes after some query
-        tri = np.arange(c0, c0 + cols)[None, :] <= np.arange(r0, r0 + rows)[:, None] + offset  # (rows, cols)
+        keys, queries = np.arange(c0, c0 + cols), np.arange(r0, r0 + rows)  # (cols,), (rows,)
+        tri = keys[None, :] <= queries[:, None] + offset  # (rows, cols)
         allowed = tri if allowed is None else allowed & tri
     return allowed
 
@@ -158,8 +161,9 @@ def shared_matmul(x, w):  # (..., N, d_in) @ (d_in, d_out) -> (..., N, d_out)
     workers of the attention that follows (benchmarks/README.md)."""
     rows = x.reshape(-1, x.shape[-1])  # (B*N, d_in)
     y = np.empty((rows.shape[0], w.shape[1]), np.result_type(x, w))  # (B*N, d_out)
-    bounds = np.linspace(0, rows.shape[0], blas_threads() + 1).astype(int)  # one block of rows a worker
-    share(lambda r: np.matmul(rows[r], w, out=y[r]), [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
+    bounds = np.linspace(0, rows.shape[0], blas_threads() + 1).astype(int)  # a block per worker
+    blocks = [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    share(lambda r: np.matmul(rows[r], w, out=y[r]), blocks)
     return y.reshape(*x.shape[:-1], w.shape[1])  # (..., N, d_out)
 
 
@@ -180,7 +184,8 @@ def share(work, items, threads=None) -> None:
 
 def blas_threads() -> int:
     """The threads numpy's BLAS would use now (``OPENBLAS_NUM_THREADS``, ``threadpool_limits``)."""
-    counts = [lib.num_threads for lib in _blas().lib_controllers if lib.user_api == "blas" and "numpy" in lib.filepath]
+    counts = [lib.num_threads for lib in _blas().lib_controllers
+              if lib.user_api == "blas" and "numpy" in lib.filepath]
     return max(1, min(counts)) if counts else os.cpu_count() or 1
 
 

@@ -16,8 +16,9 @@ import numbers
 import numpy as np
 
 FLOAT_DTYPES = (np.float32, np.float64)
-WEIGHT_NAMES = ("W_Q", "W_K", "W_V", "W_O")  # a layer's weights: Q = X @ W_Q, ..., out = concat @ W_O
+WEIGHT_NAMES = ("W_Q", "W_K", "W_V", "W_O")  # Q = X @ W_Q, ..., out = concat @ W_O
 BIAS_NAMES = ("b_Q", "b_K", "b_V", "b_O")  # optional biases, one per weight
+RANKS = dict.fromkeys(WEIGHT_NAMES, (2,)) | dict.fromkeys(BIAS_NAMES, (1,))  # ndims of each array
 
 # The score tensor (..., h, N_q, N_k) is the one array of attention that grows as N^2. 2 GiB is far
 # above what a lesson or the dashboard builds, so a typo such as N=1_000_000 fails before it swaps.
@@ -37,7 +38,7 @@ def checked(check, after=None):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             check(*args, **kwargs)
-            return fn(*args, **kwargs) if after is None else after(fn(*args, **kwargs), *args, **kwargs)
+            return after(fn(*args, **kwargs), *args, **kwargs) if after else fn(*args, **kwargs)
 
         wrapper.unchecked = fn
         return wrapper
@@ -51,17 +52,17 @@ def checked(check, after=None):
 def check_positive_int(value, name: str) -> int:
     """Return ``value`` as an int if it is a positive integer (bools are refused)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-        kind = TypeError if isinstance(value, bool) or not isinstance(value, numbers.Integral) else ValueError
-        raise kind(f"{name} must be a positive int, got " + (f"{name}={value}" if kind is ValueError else
-                                                            f"{type(value).__name__} {value!r}"))
+        wrong_type = isinstance(value, bool) or not isinstance(value, numbers.Integral)
+        got = f"{type(value).__name__} {value!r}" if wrong_type else f"{name}={value}"
+        raise (TypeError if wrong_type else ValueError)(f"{name} must be a positive int, got {got}")
     return int(value)
 
 
 def check_float_array(x, name: str, ndims: tuple[int, ...] | None = None, dtype=None) -> None:
     """Check that ``x`` is a float32/float64 ndarray (of ``dtype``, if given) of one of the ranks
     ``ndims``, with no empty axis. One test when all is well; the reason only when it is not."""
-    if not (isinstance(x, np.ndarray) and x.dtype in FLOAT_DTYPES and (dtype is None or x.dtype == dtype)
-            and (ndims is None or x.ndim in ndims) and 0 not in x.shape):
+    if not (isinstance(x, np.ndarray) and x.dtype in FLOAT_DTYPES and 0 not in x.shape
+            and (dtype is None or x.dtype == dtype) and (ndims is None or x.ndim in ndims)):
         raise _array_error(x, name, ndims, dtype)
 
 
@@ -73,7 +74,8 @@ def _array_error(x, name: str, ndims, dtype) -> Exception:
         return TypeError(f"{name} must have dtype float32 or float64, got {x.dtype}")
     if ndims is not None and x.ndim not in ndims:
         want = " or ".join(str(d) for d in ndims)
-        return ValueError(f"{name} must have {want} dimensions, got shape {x.shape} ({x.ndim} dims)")
+        return ValueError(f"{name} must have {want} dimensions, "
+                          f"got shape {x.shape} ({x.ndim} dims)")
     if 0 in x.shape:
         return ValueError(f"{name} must not have an empty axis, got shape {x.shape}")
     return TypeError(f"{name} has dtype {x.dtype} but x has {dtype}; "
@@ -87,30 +89,34 @@ def check_bool(value, name: str) -> None:
 
 
 def check_mask(mask, name: str, target_shape: tuple[int, ...]) -> np.ndarray:
-    """Check that ``mask`` is a bool array that broadcasts to ``target_shape`` without enlarging it."""
+    """``mask`` must be a bool array that broadcasts to ``target_shape`` without enlarging it."""
     if not isinstance(mask, np.ndarray):
-        raise TypeError(f"{name} must be a bool numpy.ndarray (True = may attend), got {type(mask).__name__}")
+        raise TypeError(f"{name} must be a bool numpy.ndarray (True = may attend), "
+                        f"got {type(mask).__name__}")
     if mask.dtype != np.bool_:
         raise TypeError(f"{name} must have dtype bool (True = may attend), got {mask.dtype}")
     try:
         shape = np.broadcast_shapes(mask.shape, target_shape)
     except ValueError:
-        raise ValueError(f"{name} of shape {mask.shape} does not broadcast to the scores' shape {target_shape}") from None
+        raise ValueError(f"{name} of shape {mask.shape} does not broadcast "
+                         f"to the scores' shape {target_shape}") from None
     if shape != tuple(target_shape):
-        raise ValueError(f"{name} of shape {mask.shape} would enlarge the scores' shape {target_shape}")
+        raise ValueError(f"{name} of shape {mask.shape} would enlarge "
+                         f"the scores' shape {target_shape}")
     return mask
 
 
-def check_memory(shape: tuple[int, ...], dtype, max_bytes, what: str, hint: str = "") -> None:
-    """Refuse, before allocating, an array of ``shape`` that would exceed ``max_bytes``
-    (default ``DEFAULT_MAX_SCORE_BYTES``). ``hint`` ends the message: another way to fit."""
-    limit = DEFAULT_MAX_SCORE_BYTES if max_bytes is None else check_positive_int(max_bytes, "max_bytes")
+def check_memory(shape: tuple[int, ...], dtype, budget, what: str, hint: str = "") -> None:
+    """Refuse, before allocating, an array of ``shape`` that would exceed ``budget`` bytes, the
+    caller's ``max_bytes`` (None: ``DEFAULT_MAX_SCORE_BYTES``). ``hint`` ends the message:
+    another way to fit."""
+    limit = DEFAULT_MAX_SCORE_BYTES if budget is None else check_positive_int(budget, "max_bytes")
     need = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
     if need > limit:
         raise MemoryBudgetError(
             f"{what} of shape {tuple(shape)} ({np.dtype(dtype).name}) would need {need:,} bytes "
-            f"({need / 2**30:.2f} GiB), over the limit of {limit:,} bytes ({limit / 2**30:.2f} GiB); "
-            f"reduce B, h or N, or pass a larger max_bytes{hint}"
+            f"({need / 2**30:.2f} GiB), over the limit of {limit:,} bytes "
+            f"({limit / 2**30:.2f} GiB); reduce B, h or N, or pass a larger max_bytes{hint}"
         )
 
 
@@ -118,7 +124,8 @@ def check_finite(x: np.ndarray, name: str) -> None:
     """Raise if ``x`` holds NaN or inf."""
     if not np.isfinite(x).all():
         bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
-        raise ValueError(f"{name} must be finite, but {bad:,} of its {x.size:,} values are NaN or inf")
+        raise ValueError(f"{name} must be finite, "
+                         f"but {bad:,} of its {x.size:,} values are NaN or inf")
 
 
 # -- attention of one head (or many, batched) --------------------------------------------------
@@ -129,7 +136,8 @@ def check_attention(q, k, v, mask=None, scale=None, *, max_bytes=None) -> None:
     for name, a in (("q", q), ("k", k), ("v", v)):
         check_float_array(a, name)
         if a.ndim < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (..., N, d), got shape {a.shape}")
+            raise ValueError(f"{name} must have at least 2 dimensions (..., N, d), "
+                             f"got shape {a.shape}")
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k and v must share one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if q.shape[-1] != k.shape[-1]:
@@ -139,7 +147,8 @@ def check_attention(q, k, v, mask=None, scale=None, *, max_bytes=None) -> None:
     try:
         lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except ValueError:
-        raise ValueError(f"the leading axes of q {q.shape}, k {k.shape} and v {v.shape} do not broadcast") from None
+        raise ValueError(f"the leading axes of q {q.shape}, k {k.shape} and v {v.shape} "
+                         f"do not broadcast") from None
     scores = (*lead, q.shape[-2], k.shape[-2])  # (..., N_q, N_k)
     if mask is not None:
         check_mask(mask, "mask", scores)
@@ -157,8 +166,10 @@ def check_scale(scale) -> None:
 
 def check_softmax(x, axis=-1, mask=None, *, out=None) -> None:
     check_float_array(x, "x")
-    if out is not None and not (isinstance(out, np.ndarray) and out.shape == x.shape and out.dtype == x.dtype):
-        raise ValueError(f"out must be an ndarray of x's shape {x.shape} and dtype {x.dtype}, got {out!r:.60}")
+    if out is not None and not (isinstance(out, np.ndarray) and out.shape == x.shape
+                                and out.dtype == x.dtype):
+        raise ValueError(f"out must be an ndarray of x's shape {x.shape} and dtype {x.dtype}, "
+                         f"got {out!r:.60}")
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise TypeError(f"axis must be an int, got {type(axis).__name__}")
     if not -x.ndim <= axis < x.ndim:
@@ -167,10 +178,10 @@ def check_softmax(x, axis=-1, mask=None, *, out=None) -> None:
         check_mask(mask, "mask", x.shape)
 
 
-def check_tiled(q, k, v, mask=None, scale=None, *, causal=False, block_q=128, block_k=256, threads=None,
-                max_bytes=None) -> None:
+def check_tiled(q, k, v, mask=None, scale=None, *, causal=False, block_q=128, block_k=256,
+                threads=None, max_bytes=None) -> None:
     """The arguments of ``tiled_attention`` (see there)."""
-    check_attention(q, k, v, mask, scale, max_bytes=2**62)  # the scores are never built: only one tile is
+    check_attention(q, k, v, mask, scale, max_bytes=2**62)  # the scores are never built, a tile is
     check_bool(causal, "causal")
     check_positive_int(block_q, "block_q")
     check_positive_int(block_k, "block_k")
@@ -199,7 +210,8 @@ def check_array_rank(x, name: str, min_ndim: int, shape: str) -> None:
     if not isinstance(x, np.ndarray):
         raise TypeError(f"{name} must be a numpy.ndarray, got {type(x).__name__}")
     if x.ndim < min_ndim:
-        raise ValueError(f"{name} must have at least {min_ndim} dimensions {shape}, got shape {x.shape}")
+        raise ValueError(f"{name} must have at least {min_ndim} dimensions {shape}, "
+                         f"got shape {x.shape}")
     if 0 in x.shape:
         raise ValueError(f"{name} must not have an empty axis, got shape {x.shape}")
 
@@ -225,7 +237,8 @@ def check_padding(lengths, n_k) -> None:
     check_positive_int(n_k, "n_k")
     lengths = np.asarray(lengths)
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
-        raise TypeError(f"lengths must be a 1-D sequence of ints, got {lengths.dtype} of shape {lengths.shape}")
+        raise TypeError(f"lengths must be a 1-D sequence of ints, "
+                        f"got {lengths.dtype} of shape {lengths.shape}")
     if lengths.size == 0 or (lengths < 1).any() or (lengths > n_k).any():
         raise ValueError(f"lengths must each be in [1, n_k={n_k}], got {lengths.tolist()}")
 
@@ -234,7 +247,8 @@ def check_angles(positions, d_k, base=None) -> None:
     check_rope(10_000.0 if base is None else base, d_k)  # None: the default base
     positions = np.asarray(positions)
     if positions.ndim != 1 or not np.issubdtype(positions.dtype, np.integer):
-        raise ValueError(f"positions must be a 1-D int array, got dtype {positions.dtype} and shape {positions.shape}")
+        raise ValueError(f"positions must be a 1-D int array, "
+                         f"got dtype {positions.dtype} and shape {positions.shape}")
 
 
 def check_apply(x, positions=None, base=None) -> None:
@@ -242,22 +256,25 @@ def check_apply(x, positions=None, base=None) -> None:
     if x.ndim < 2:
         raise ValueError(f"x must have shape (..., N, d_k), got shape {x.shape}")
     if positions is not None and np.shape(positions) != (x.shape[-2],):
-        raise ValueError(f"positions must have shape (N,) = ({x.shape[-2]},), got {np.shape(positions)}")
+        raise ValueError(f"positions must have shape (N,) = ({x.shape[-2]},), "
+                         f"got {np.shape(positions)}")
     check_angles(np.arange(x.shape[-2]) if positions is None else positions, x.shape[-1], base)
 
 
 # -- the multi-head layer ----------------------------------------------------------------------
 
 
-def check_layer(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None, head_mask=None,
-                rope_base=None, tiled=False, return_weights=False, max_bytes=None) -> None:
+def check_layer(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None,
+                head_mask=None, rope_base=None, tiled=False, return_weights=False,
+                max_bytes=None) -> None:
     """The arguments of ``multi_head_attention`` (see there for each one)."""
     check_float_array(x, "x", ndims=(2, 3))
     h = check_positive_int(n_heads, "n_heads")
     n_kv = h if n_kv_heads is None else check_positive_int(n_kv_heads, "n_kv_heads")
     x_kv = x if x_kv is None else check_x_kv(x_kv, x)
     if not all(isinstance(flag, (bool, np.bool_)) for flag in (causal, tiled, return_weights)):
-        raise _flag_error(causal=causal, tiled=tiled, return_weights=return_weights)
+        for name, flag in dict(causal=causal, tiled=tiled, return_weights=return_weights).items():
+            check_bool(flag, name)  # raises for the first flag that is not a bool
     d_k = check_params(params, x, x_kv, h, n_kv)
     scores = (*x.shape[:-2], h, x.shape[-2], x_kv.shape[-2])  # (..., h, N_q, N_k)
     if mask is not None:
@@ -266,17 +283,13 @@ def check_layer(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_
         check_head_mask(head_mask, h)
     if rope_base is not None:
         check_rope(rope_base, d_k)
-    if tiled and return_weights:
-        raise ValueError("tiled=True keeps no attention weights: pass return_weights=False, or tiled=False")
     if not tiled:  # the tiled path never holds all the scores, only a tile of them
         check_memory(scores, x.dtype, max_bytes, "the attention scores", hint=TILED_HINT)
+    elif return_weights:
+        raise ValueError("tiled=True keeps no attention weights: "
+                         "pass return_weights=False, or tiled=False")
     elif max_bytes is not None:
         check_positive_int(max_bytes, "max_bytes")
-
-
-def _flag_error(**flags) -> Exception:
-    name, value = next((n, f) for n, f in flags.items() if not isinstance(f, (bool, np.bool_)))
-    return TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
 
 
 def check_x_kv(x_kv, x: np.ndarray) -> np.ndarray:
@@ -293,21 +306,25 @@ def check_params(params, x: np.ndarray, x_kv: np.ndarray, h: int, n_kv: int) -> 
     return d_k. One test of every shape when all is well; the reason only when it is not."""
     if not isinstance(params, dict) or any(name not in params for name in WEIGHT_NAMES):
         raise _missing_error(params)
-    for name in (n for n in (*WEIGHT_NAMES, *BIAS_NAMES) if n in params):
-        check_float_array(params[name], f"params['{name}']", ndims=(2,) if name[0] == "W" else (1,), dtype=x.dtype)
-    (d_model, d_kv), d_k, d_v = (x.shape[-1], x_kv.shape[-1]), params["W_Q"].shape[1] // h, params["W_V"].shape[1] // n_kv
-    want = {"W_Q": (d_model, h * d_k), "W_K": (d_kv, n_kv * d_k), "W_V": (d_kv, n_kv * d_v), "W_O": (h * d_v, d_model)}
-    want |= {"b" + name[1:]: (shape[1],) for name, shape in want.items()}  # a bias per column of its weight
-    if h % n_kv or any(params[name].shape != shape for name, shape in want.items() if name in params):
-        raise _shape_error(params, want, d_model, d_kv, h, n_kv)
+    for name in (n for n in RANKS if n in params):
+        check_float_array(params[name], f"params['{name}']", ndims=RANKS[name], dtype=x.dtype)
+    d_k, d_v = params["W_Q"].shape[1] // h, params["W_V"].shape[1] // n_kv  # one head's widths
+    # the shape each weight must have; x.shape[-1] is d_model, x_kv.shape[-1] is d_kv
+    want = {"W_Q": (x.shape[-1], h * d_k), "W_K": (x_kv.shape[-1], n_kv * d_k),
+            "W_V": (x_kv.shape[-1], n_kv * d_v), "W_O": (h * d_v, x.shape[-1])}
+    want |= {"b" + name[1:]: (shape[1],) for name, shape in want.items()}  # a bias per column
+    if h % n_kv or any(params[name].shape != want[name] for name in want if name in params):
+        raise _shape_error(params, want, x.shape[-1], x_kv.shape[-1], h, n_kv)
     return d_k
 
 
 def _missing_error(params) -> Exception:
     if not isinstance(params, dict):
-        return TypeError(f"params must be a dict of arrays (see init_params), got {type(params).__name__}")
+        return TypeError(f"params must be a dict of arrays (see init_params), "
+                         f"got {type(params).__name__}")
     missing = [name for name in WEIGHT_NAMES if name not in params]
-    return ValueError(f"params is missing {missing}; expected keys {list(WEIGHT_NAMES)} (+ optional biases)")
+    return ValueError(f"params is missing {missing}; "
+                      f"expected keys {list(WEIGHT_NAMES)} (+ optional biases)")
 
 
 def _shape_error(params, want: dict, d_model: int, d_kv: int, h: int, n_kv: int) -> Exception:
@@ -316,14 +333,17 @@ def _shape_error(params, want: dict, d_model: int, d_kv: int, h: int, n_kv: int)
     if h % n_kv:
         return ValueError(f"n_kv_heads={n_kv} does not divide n_heads={h}")
     if rows_q != d_model:
-        return ValueError(f"params['W_Q'] has shape {params['W_Q'].shape}; its rows must equal x's d_model={d_model}")
+        return ValueError(f"params['W_Q'] has shape {params['W_Q'].shape}; "
+                          f"its rows must equal x's d_model={d_model}")
     if width_q % h:
         return ValueError(f"n_heads={h} does not divide params['W_Q'].shape[1]={width_q} (= h*d_k)")
     if params["W_K"].shape != want["W_K"]:
-        return ValueError(f"params['W_K'] has shape {params['W_K'].shape}, expected (d_model, n_kv*d_k) = "
-                          f"{want['W_K']} for n_kv_heads={n_kv}, d_k={width_q // h}")
+        return ValueError(f"params['W_K'] has shape {params['W_K'].shape}, "
+                          f"expected (d_model, n_kv*d_k) = {want['W_K']} "
+                          f"for n_kv_heads={n_kv}, d_k={width_q // h}")
     if rows_v != d_kv or width_v % n_kv:
-        return ValueError(f"params['W_V'] has shape {params['W_V'].shape}, expected ({d_kv}, n_kv*d_v) with n_kv={n_kv}")
+        return ValueError(f"params['W_V'] has shape {params['W_V'].shape}, "
+                          f"expected ({d_kv}, n_kv*d_v) with n_kv={n_kv}")
     name = next(n for n, shape in want.items() if n in params and params[n].shape != shape)
     return ValueError(f"params['{name}'] has shape {params[name].shape}, expected {want[name]} "
                       f"(n_kv_heads={n_kv}, d_k={width_q // h}, d_v={width_v // n_kv})")
@@ -341,7 +361,8 @@ def check_head_mask(head_mask, h: int) -> None:
 def check_rope(base, d_k) -> float:
     """``base`` as a float if RoPE can use it with width ``d_k``: a number > 1 and an even d_k."""
     if isinstance(d_k, bool) or not isinstance(d_k, (int, np.integer)) or d_k < 2 or d_k % 2:
-        raise ValueError(f"RoPE rotates pairs of dimensions: d_k must be a positive even int, got d_k={d_k!r}")
+        raise ValueError(f"RoPE rotates pairs of dimensions: d_k must be a positive even int, "
+                         f"got d_k={d_k!r}")
     if isinstance(base, bool) or not isinstance(base, (int, float, np.integer, np.floating)):
         raise TypeError(f"the RoPE base must be a number, got {type(base).__name__} {base!r}")
     if not (np.isfinite(base) and base > 1):
@@ -349,10 +370,11 @@ def check_rope(base, d_k) -> float:
     return float(base)
 
 
-def check_forward(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None, head_mask=None,
-                  rope_base=None, max_bytes=None) -> None:
-    """The arguments of the layer's views that build the weights (``mha_forward``, ``head_outputs``,
-    ``head_contributions``): those of ``multi_head_attention`` but ``tiled`` and ``return_weights``."""
+def check_forward(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_heads=None,
+                  head_mask=None, rope_base=None, max_bytes=None) -> None:
+    """The arguments of the layer's views that build the weights (``mha_forward``,
+    ``head_outputs``, ``head_contributions``): those of ``multi_head_attention`` but ``tiled`` and
+    ``return_weights``."""
     check_layer(x, params, n_heads, x_kv=x_kv, mask=mask, causal=causal, n_kv_heads=n_kv_heads,
                 head_mask=head_mask, rope_base=rope_base, max_bytes=max_bytes)
 
@@ -360,7 +382,8 @@ def check_forward(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_k
 # -- decoding with a KV cache --------------------------------------------------------------------
 
 
-def check_kv_cache_init(params, n_heads, max_tokens, *, n_kv_heads=None, batch=None, max_bytes=None) -> None:
+def check_kv_cache_init(params, n_heads, max_tokens, *, n_kv_heads=None, batch=None,
+                        max_bytes=None) -> None:
     check_positive_int(max_tokens, "max_tokens")
     W_Q = params.get("W_Q") if isinstance(params, dict) else None
     if not isinstance(W_Q, np.ndarray) or W_Q.ndim != 2:
@@ -369,31 +392,34 @@ def check_kv_cache_init(params, n_heads, max_tokens, *, n_kv_heads=None, batch=N
     lead = () if batch is None else (check_positive_int(batch, "batch"),)
     n_kv = n_kv_heads or n_heads
     width = (params["W_K"].shape[1] + params["W_V"].shape[1]) // n_kv  # d_k + d_v
-    check_memory((*lead, n_kv, max_tokens, width), W_Q.dtype, max_bytes, "the KV cache (K and V side by side)")
+    check_memory((*lead, n_kv, max_tokens, width), W_Q.dtype, max_bytes,
+                 "the KV cache (K and V side by side)")
 
 
 def check_cache(cache, x: np.ndarray, params, n_heads, n_kv_heads, n_new: int) -> None:
-    """``cache`` fits the layer and the input ``x`` (..., N, d_model), with room for ``n_new`` tokens."""
+    """``cache`` fits the layer and ``x`` (..., N, d_model), with room for ``n_new`` tokens."""
     if not (isinstance(getattr(cache, "K", None), np.ndarray) and hasattr(cache, "length")):
         raise TypeError(f"cache must be a KVCache (see init_kv_cache), got {type(cache).__name__}")
     n_kv = n_kv_heads or n_heads
     want = (*x.shape[:-2], n_kv, cache.K.shape[-2], params["W_K"].shape[1] // n_kv)
     if cache.K.shape != want or cache.K.dtype != x.dtype:
-        raise ValueError(f"cache.K has shape {cache.K.shape} ({cache.K.dtype}), expected {want} ({x.dtype}) "
-                         f"for n_kv_heads={n_kv}, d_k={want[-1]} and this input")
+        raise ValueError(f"cache.K has shape {cache.K.shape} ({cache.K.dtype}), expected {want} "
+                         f"({x.dtype}) for n_kv_heads={n_kv}, d_k={want[-1]} and this input")
     if cache.length + n_new > cache.K.shape[-2]:
-        raise ValueError(f"the cache is full: {cache.length} + {n_new} tokens > max_tokens={cache.K.shape[-2]}; "
-                         f"allocate a larger one with init_kv_cache")
+        raise ValueError(f"the cache is full: {cache.length} + {n_new} tokens > max_tokens="
+                         f"{cache.K.shape[-2]}; allocate a larger one with init_kv_cache")
 
 
 def check_prefill(x, params, n_heads, cache, *, n_kv_heads=None, rope_base=None) -> None:
-    check_layer(x, params, n_heads, n_kv_heads=n_kv_heads, rope_base=rope_base, tiled=True)  # no scores here
+    # tiled=True: prefilling builds no scores, so no score budget applies
+    check_layer(x, params, n_heads, n_kv_heads=n_kv_heads, rope_base=rope_base, tiled=True)
     check_cache(cache, x, params, n_heads, n_kv_heads, x.shape[-2])
     if cache.length:
         raise ValueError(f"prefill needs an empty cache, got one holding {cache.length} tokens")
 
 
-def check_decode_step(x_t, params, n_heads, cache, *, n_kv_heads=None, rope_base=None, return_weights=False) -> None:
+def check_decode_step(x_t, params, n_heads, cache, *, n_kv_heads=None, rope_base=None,
+                      return_weights=False) -> None:
     check_float_array(x_t, "x_t", ndims=(1, 2))
     check_layer(x_t[..., None, :], params, n_heads, n_kv_heads=n_kv_heads, rope_base=rope_base)
     check_bool(return_weights, "return_weights")
@@ -401,7 +427,8 @@ def check_decode_step(x_t, params, n_heads, cache, *, n_kv_heads=None, rope_base
 
 
 def check_decode(x, params, n_heads, *, n_kv_heads=None, rope_base=None) -> None:
-    check_layer(x, params, n_heads, n_kv_heads=n_kv_heads, rope_base=rope_base, tiled=True)  # no (N, N) scores
+    # tiled=True: decoding never builds the (N, N) scores, so no score budget applies
+    check_layer(x, params, n_heads, n_kv_heads=n_kv_heads, rope_base=rope_base, tiled=True)
 
 
 def finite_output(out, x, params, *args, x_kv=None, **kwargs):
@@ -413,4 +440,5 @@ def finite_output(out, x, params, *args, x_kv=None, **kwargs):
         check_finite(x_kv, "x_kv")
     for name, a in params.items():
         check_finite(a, f"params['{name}']")
-    raise ValueError("the output overflowed to inf/NaN although every input is finite; inputs are too large for the dtype")
+    raise ValueError("the output overflowed to inf/NaN although every input is finite; "
+                     "inputs are too large for the dtype")
