@@ -294,7 +294,8 @@ def claim_tests(name: str, claims: list[Claim], *, marks=()):
     cache: dict[str, dict[Claim, str]] = {}
 
     def test_quotes():
-        assert problems(name, claims) == []
+        found = problems(name, claims)
+        assert not found, "\n".join(found)
 
     @pytest.mark.parametrize("claim", claims, ids=[c.name for c in claims])
     def test_claim(claim):

@@ -136,11 +136,25 @@ def test_no_source_file_keeps_a_dated_measurement():
     assert DATED.search("the run of 1 December 2026 (16:48 UTC, quiet)")  # the pattern sees one
 
 
-def test_lesson_11_shows_the_loop_that_runs():
-    import inspect
+def _printed(notebook: str, code: str) -> str:
+    """The stored output of the one cell of ``notebook`` whose source contains ``code``."""
     import json
 
-    nb = json.loads((REPO / "notebooks" / "11_long_context.ipynb").read_text())
-    shown = [out.get("text", "") for cell in nb["cells"] if cell["cell_type"] == "code"
-             and "getsource(tiled.query_block)" in "".join(cell["source"]) for out in cell["outputs"]]
-    assert shown and "".join(shown[0]).rstrip("\n") == inspect.getsource(tiled.query_block).rstrip("\n")
+    nb = json.loads((REPO / "notebooks" / notebook).read_text())
+    cells = [c for c in nb["cells"] if c["cell_type"] == "code" and code in "".join(c["source"])]
+    assert len(cells) == 1, (notebook, code, len(cells))
+    return "".join("".join(out.get("text", "")) for out in cells[0]["outputs"]).rstrip("\n")
+
+
+def test_the_lessons_print_the_code_that_runs():
+    from mha_core import multi_head_attention, scaled_dot_product_attention
+    from mha_core.teaching.source import source
+
+    loop = source(tiled.query_block) + "\n\n" + source(tiled.add_with_frozen_max)
+    assert _printed("11_long_context.ipynb", "print(source(tiled.query_block))") == loop
+    assert _printed("02_shape_round_trip.ipynb", "print(source(multi_head_attention))") == source(
+        multi_head_attention)
+    assert _printed("02_shape_round_trip.ipynb", "print(source(scaled_dot_product_attention))") == source(
+        scaled_dot_product_attention)
+    assert "def multi_head_attention(" in source(multi_head_attention)
+    assert '"""' not in source(multi_head_attention)  # the docstring is left out

@@ -21,7 +21,7 @@ def symbols_are_distinct_sizes(B, N, d_model, h, d_k):
 
 
 @CLAIMS(
-    r"`trace_shapes` runs the layer once, keeps every array it computes and lists their shapes in the order they were made",
+    r"`trace_shapes` runs the layer once and lists the shape of every array it computes, in the order they were made",
     after="ledger = trace_shapes(X, params, h)",
 )
 def ledger_shapes_of_every_step(shapes, N, h, d_k, d_model):

@@ -21,7 +21,7 @@ def d_k_is_64(d_k):
 
 
 @CLAIMS(
-    r"`trace_config` runs the layer once on random input, keeps every array it computes and lists their shapes",
+    r"`trace_config` runs the layer once on random input and lists the shape of every array it computes",
     after="trace_100 = trace_config(cfg, N, seed=0)",
 )
 def traced_shapes(shapes, h, N, d_k, d_model):
@@ -55,7 +55,7 @@ def macs_at_n_100(proj, N, d_model, attn, total, flops, ratio_100):
 
 
 @CLAIMS(
-    r"The ledger also counts the MACs of every matrix product of that run",
+    r"The ledger of `trace_config` also holds the MACs of every matrix product of that run",
     after="def traced_terms(ledger)",
 )
 def tracer_counts_the_macs(traced_terms, trace_100, proj, attn, total):

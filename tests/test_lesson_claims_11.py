@@ -69,19 +69,19 @@ def frozen_max_limit_2_16(tiled):
 
 @CLAIMS(
     r"Here is the function that does one block of queries, as it is in `mha_core/core/tiled.py`",
-    after="print(inspect.getsource(tiled.query_block))",
+    after="print(source(tiled.query_block))",
 )
-def the_loop_shown_is_the_loop_that_runs(tiled, inspect):
-    src = inspect.getsource(tiled.query_block)
+def the_loop_shown_is_the_loop_that_runs(tiled, source):
+    src = source(tiled.query_block)
     for step in ("m_new = np.maximum(m,", "alpha = np.exp(m - shift)", "p = np.exp(np.subtract(s, shift",
                  "ell *= alpha", "ell += p.sum(", "o *= alpha", "o += p @ v[", "return o /"):
         assert step in src, step
-    assert "query_block(q, k, v," in inspect.getsource(tiled.tiled_attention.unchecked)  # what tiled_attention runs
+    assert "query_block(q, k, v," in source(tiled.tiled_attention)  # what tiled_attention runs
 
 
 @CLAIMS(
-    r"It gives the same output as the formula, `scaled_dot_product_attention`, with or "
-    r"without a causal mask",
+    r"It gives the same output as the formula that builds the whole matrix, "
+    '`scaled_dot_product_attention` ("the formula" below), with or without a causal mask',
     after="full, weights = scaled_dot_product_attention(q, k, v)",
 )
 def tiled_equals_the_formula(full, tiled_out, full_c, tiled_c):
@@ -117,8 +117,7 @@ def formula_slope_close_to_2(formula_mib):
 
 
 @CLAIMS(
-    "A **fixed part**, its tile buffers, does not depend on $N$: the column \"tiled minus output\" stays "
-    "the same.",
+    "does not depend on $N$: the column \"tiled minus output\" stays the same.",
     after="lengths = [256, 512, 1_024, 2_048]",
 )
 def tiled_fixed_part_constant(tiled_mib, output_mib):

@@ -69,10 +69,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, scale=None, *, max_bytes=No
     out : ndarray of shape (..., N_q, d_v)
     weights : ndarray of shape (..., N_q, N_k); each allowed row sums to 1.
     """
-    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)  # 1/sqrt(d_k), q's dtype kept
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)  # 1/sqrt(d_k), a Python float
     # (..., N_q, d_k) @ (..., d_k, N_k) -> (..., N_q, N_k)
     scores = (q * scale) @ np.swapaxes(k, -1, -2)
-    if mask is not None:  # the texts' masked_fill: a key not allowed scores -inf, weight 0
+    if mask is not None:  # a key that may not be attended scores -inf: its weight is 0
         np.copyto(scores, -np.inf, where=~mask)  # (..., N_q, N_k), in place
     weights = softmax.unchecked(scores, out=scores)  # (..., N_q, N_k), written over the scores
     return weights @ v, weights  # (..., N_q, N_k) @ (..., N_k, d_v) -> (..., N_q, d_v)

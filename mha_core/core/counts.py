@@ -1,7 +1,7 @@
 """Counting: parameters, multiply-accumulates (MACs) and KV-cache bytes.
 
 These are closed-form counts. ``tests/test_counts.py`` checks them against the sizes of the
-arrays ``init_params`` makes and against the MACs ``Tracer`` records while the layer runs.
+arrays ``init_params`` makes and against the MACs of one real run (``ledger.trace_config``).
 One MAC is one multiply plus one add, so FLOPs ~= 2 x MACs.
 """
 

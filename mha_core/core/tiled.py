@@ -1,6 +1,6 @@
 """Attention without the N_q x N_k score matrix: tiles of keys and an online softmax (lesson 11).
 
-``scaled_dot_product_attention`` holds every score at once: ``h * N^2`` numbers, 16 GiB at h=8,
+``scaled_dot_product_attention`` holds every score at once: ``h * N^2`` numbers, 32 GiB at h=8,
 N=32,768 in float32. Each output row is only a weighted average of V's rows, and a weighted
 average can be accumulated one tile of keys at a time if each query row keeps three running
 numbers (Milakov & Gimelshein 2018):
@@ -73,7 +73,7 @@ def tiled_attention(q, k, v, mask=None, scale=None, *, causal=False, block_q=BLO
     """
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     out = np.empty((*lead, q.shape[-2], v.shape[-1]), q.dtype)  # (..., N_q, d_v)
-    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)  # 1/sqrt(d_k), q's dtype kept
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)  # 1/sqrt(d_k), a Python float
 
     def one_block(r0):  # query rows r0 : r0 + block_q
         out[..., r0:r0 + block_q, :] = query_block(q, k, v, mask, scale, causal, r0,
@@ -88,7 +88,7 @@ def query_block(q, k, v, mask, scale, causal, r0, block_q, block_k):  # -> (...,
     n_q, n_k = q.shape[-2], k.shape[-2]
     q_blk = q[..., r0:r0 + block_q, :] * scale  # (..., rows, d_k), scaled once
     m = np.full((*q_blk.shape[:-1], 1), -np.inf, q.dtype)  # (..., rows, 1) running max
-    ell = np.zeros_like(m)  # (..., rows, 1) running sum (the texts' l)
+    ell = np.zeros_like(m)  # (..., rows, 1) running sum, lesson 11's l
     o = np.zeros((*q_blk.shape[:-1], v.shape[-1]), q.dtype)  # (..., rows, d_v) running weighted sum
     tile_buffer = np.empty((*q_blk.shape[:-1], min(block_k, n_k)), q.dtype)  # reused by every tile
     last_key = min(n_k, r0 + q_blk.shape[-2] + n_k - n_q) if causal else n_k  # causal: fewer keys
