@@ -60,7 +60,7 @@ BUDGET_S = 2.0
 CROSSOVER_BUDGET_S = 1.0
 
 
-def _inputs(n: int):
+def layer_inputs(n: int):
     rng = np.random.default_rng(0)
     params = init_params(MHAConfig(D_MODEL, H), rng)
     x = rng.standard_normal((1, n, D_MODEL)).astype(np.float32)  # (B, N, d_model)
@@ -118,7 +118,7 @@ def impls_at(n: int) -> tuple[str, ...]:
 def run_size(n: int, quick: bool, threads: str, causal: bool = False) -> dict:
     """The formula and the tiled layer against torch MHA and torch SDPA at length N, with the GEMM
     rate in the same rotation."""
-    x, params = _inputs(n)
+    x, params = layer_inputs(n)
     fns = {impl: ours(impl, x, params, causal) for impl in impls_at(n)}
     fns.update(torch_calls(x, params, causal))
     ref = fns["torch MHA"]().numpy()
@@ -149,7 +149,7 @@ def crossover(quick: bool, threads: str, log=print) -> list[dict]:
     """The formula and the tiled layer alone, interleaved, at the lengths between the rows'."""
     rows = []
     for n in QUICK_CROSSOVER_LENGTHS if quick else CROSSOVER_LENGTHS:
-        x, params = _inputs(n)
+        x, params = layer_inputs(n)
         for causal in (False, True):
             fns = {impl: ours(impl, x, params, causal) for impl in IMPLS}
             t = interleaved(fns, budget_s=0.5 if quick else CROSSOVER_BUDGET_S, min_reps=3, max_reps=40, seed=n)
@@ -224,8 +224,8 @@ def call(x, params):
 def status_kib(field):
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
-call(*lc._inputs(256))  # warm at a small N: imports, thread pools and BLAS buffers are not the call's
-x, params = lc._inputs(n)
+call(*lc.layer_inputs(256))  # warm at a small N: imports, thread pools and BLAS buffers are not the call's
+x, params = lc.layer_inputs(n)
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")  # reset the peak (VmHWM) to the current resident set
 before = status_kib("VmRSS")

@@ -44,7 +44,7 @@ from mha_core import multi_head_attention, split_heads, tiled_attention
 from mha_core.core import tiled
 
 from .core import D_MODEL
-from .long_context import H, _inputs
+from .long_context import H, layer_inputs
 from .suites import BENCH_DIR
 from .timing import PAUSE_S, interleaved, numpy_threads, set_numpy_threads, stats
 
@@ -244,7 +244,7 @@ def exp_alone() -> dict:
 
 def profile_one(n: int, causal: bool, threads_label: str, threads: int) -> dict:
     """Every stage of one (N, causal, threads) setting, with matmul rates and overheads."""
-    x, p = _inputs(n)
+    x, p = layer_inputs(n)
     d_k = D_MODEL // H
     x2 = x.reshape(n, D_MODEL)  # (N, d_model)
     Qh, Kh, Vh = (split_heads((x2 @ p[w]).reshape(1, n, D_MODEL), H) for w in ("W_Q", "W_K", "W_V"))  # (B, h, N, d_k)
