@@ -31,7 +31,7 @@ def scores_512_gib_at_128k(H, BYTES, GiB):
 
 
 @CLAIMS(
-    r"The result is the softmax-weighted average, yet at no point did we hold more than two scores.",
+    r"The result is the softmax-weighted average, yet no step of the loop read more than two scores.",
     after="s = np.array([1.0, 3.0, 2.0, 5.0, 0.0, 4.0])",
 )
 def online_softmax_equals_the_formula(o, ell, formula):
@@ -68,7 +68,7 @@ def frozen_max_limit_2_16(tiled):
 
 
 @CLAIMS(
-    r"Here is the function that does one block of queries, as it is in `mha_core/core/tiled.py`",
+    r"Here is `query_block`, the function that does one block of queries, as it is in `mha_core/core/tiled.py`",
     after="print(source(tiled.query_block))",
 )
 def the_loop_shown_is_the_loop_that_runs(tiled, source):
