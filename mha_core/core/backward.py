@@ -170,9 +170,7 @@ def mha_forward(x, params, n_heads, *, x_kv=None, mask=None, causal=False, n_kv_
     saved: Saved = {"kind": "mha", "x": x, "x_kv": x_kv, "cross": x_kv_in is not None, "h": h,
                     "n_kv": n_kv, "params": params, "head_mask": hm, "rope_base": rope_base,
                     "Q": Q, "K": K, "V": V, "q": q, "k": k, "v": v, "weights": weights,
-                    "kept": kept, "heads": heads, "concat": concat, "out": out,
-                    "att": {"kind": "attention", "q": q, "k": k, "v": v, "weights": weights,
-                            "scale": 1.0 / np.sqrt(q.shape[-1])}}
+                    "kept": kept, "heads": heads, "concat": concat, "out": out}
     return out, saved
 
 
@@ -217,7 +215,9 @@ def mha_backward(dout: np.ndarray, saved: Saved) -> dict[str, np.ndarray]:
         grads["head_mask"] = (dheads * kept).reshape(-1, h, kept.shape[-2] * d_v).sum((0, 2))
         dheads = dheads * c["head_mask"][:, None, None]  # (..., h, N_q, d_v)
     # every query head's gradients: q (..., h, N_q, d_k); k, v (..., h, N_k, d_k or d_v)
-    d = attention_backward(dheads, c["att"])
+    att = {"kind": "attention", "q": c["q"], "k": c["k"], "v": c["v"], "weights": c["weights"],
+           "scale": 1.0 / np.sqrt(c["q"].shape[-1])}  # what attention_forward would have saved
+    d = attention_backward(dheads, att)
     # GQA: key/value head j was repeated for its h/n_kv query heads, so its gradient is their sum
     dk = d["k"].reshape(*lead, n_kv, h // n_kv, n_k, d_k).sum(-3)  # (..., n_kv, N_k, d_k)
     dv = d["v"].reshape(*lead, n_kv, h // n_kv, n_k, d_v).sum(-3)  # (..., n_kv, N_k, d_v)
