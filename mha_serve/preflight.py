@@ -63,11 +63,14 @@ def check_python(version: tuple[int, ...] = tuple(sys.version_info[:3])) -> Chec
 
 def check_environment(find_spec: Callable = importlib.util.find_spec) -> Check:
     missing = [name for name in NEEDED_MODULES if find_spec(name) is None]
-    if not missing:
-        return Check("environment", True, f"{len(NEEDED_MODULES)} packages found in {sys.prefix}")
-    return Check("environment", False, f"missing in {sys.prefix}: {', '.join(missing)}",
-                 "`make venv` (creates .venv and installs the project; about 2 minutes, needs the "
-                 "package index once)")
+    fix = "`make venv` (creates .venv and installs the project; about 2 minutes, needs the package index once)"
+    if missing:
+        return Check("environment", False, f"missing in {sys.prefix}: {', '.join(missing)}", fix)
+    try:  # found is not enough: mha_core is found from the repository even where nothing is installed
+        import mha_core  # noqa: F401
+    except Exception as err:  # whatever stops the import is the finding
+        return Check("environment", False, f"mha_core does not import in {sys.prefix}: {err}", fix)
+    return Check("environment", True, f"{len(NEEDED_MODULES)} packages found in {sys.prefix}")
 
 
 def check_settings(prefix: str | Path = sys.prefix, root: Path = REPO) -> Check:
@@ -84,13 +87,11 @@ def check_settings(prefix: str | Path = sys.prefix, root: Path = REPO) -> Check:
 
 
 def check_models(models_dir: Path | None = None) -> Check:
+    """``models_dir``: default the cache ``make models`` fills (needs the environment: checked before)."""
     if models_dir is None:
-        from mha_core.models import cache_dir  # the package may be missing: checked above
+        from mha_core.models import cache_dir
 
-        try:
-            models_dir = cache_dir()
-        except Exception as err:  # noqa: BLE001 - any failure to locate it is the finding
-            return Check("models", False, f"cannot locate the models' cache: {err}", "`make venv`, then `make models`")
+        models_dir = cache_dir()
     missing = [name for name in ("minilm", "smollm2") if not (Path(models_dir) / name / "manifest.json").is_file()]
     if not missing:
         return Check("models", True, f"MiniLM and SmolLM2 in {models_dir}")
@@ -131,13 +132,13 @@ def check_network(address: str | None, port: int) -> Check:
                  "the same network; guest and campus Wi-Fi often keep devices apart, so test with one phone)")
 
 
-def check_memory(seats: int, plan=None) -> Check:
-    """``plan``: a ``classroom_plan`` (default: this machine's, the models' size counted if known)."""
+def check_memory(seats: int, plan=None, environment_ok: bool = True) -> Check:
+    """``plan``: a ``classroom_plan`` (default: this machine's; the models' shared size counted
+    when the environment can tell it)."""
     from .classroom import classroom_plan
 
     if plan is None:
-        known = importlib.util.find_spec("mha_core") is not None
-        plan = classroom_plan(seats) if known else classroom_plan(seats, shared=0)
+        plan = classroom_plan(seats, shared=None if environment_ok else 0)
     found = (f"{plan.seats} seats need {plan.needed_mb / 1024:.1f} GB, {plan.available_mb / 1024:.1f} GB "
              f"available; {plan.most_seats} seats would fit")
     return Check("memory", plan.fits, found, "" if plan.fits else
@@ -157,7 +158,7 @@ def run_checks(seats: int, port: int, room: bool, host: str) -> list[Check]:
         from .room import link_host
 
         checks.append(check_network(link_host(host), port))
-    checks.append(check_memory(seats))
+    checks.append(check_memory(seats, environment_ok=checks[1].ok))
     return checks
 
 
