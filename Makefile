@@ -149,7 +149,7 @@ SEATS ?= 60
 classroom: $(STAMP)  ## serve the dashboard to SEATS students (default 60), every seat warmed before the bell; ROOM=1: to the room
 	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
 	$(PORT_CHECK)
-	$(BIN)/python -m mha_serve classroom --seats=$(SEATS) --port=$(PORT) $(if $(ROOM_ON),--room --host=$(ROOM_HOST)) --Voila.port_retries=0
+	$(BIN)/python -m mha_serve classroom --seats=$(SEATS) --port=$(PORT) $(if $(ROOM_ON),--room --host=$(ROOM_HOST),--Voila.port_retries=0)
 
 # The pre-class check (mha_serve/preflight.py): Python, the environment, the models, the port, the
 # network address (ROOM=1), memory for SEATS; each failure with its fix. Starts no server.

@@ -178,8 +178,32 @@ def test_the_room_route_keeps_every_hardening_of_the_local_route(room_app):
     assert km.cull_connected is False  # an open page keeps its kernel (test_kernel_lifetime.py)
 
 
+def _make_n(*args: str) -> str:
+    """The commands `make -n ARGS` would run (nothing is run)."""
+    import subprocess
+
+    return subprocess.run(["make", "-n", "--no-print-directory", "-C", str(REPO), *args], capture_output=True,
+                          text=True, timeout=60, check=True).stdout
+
+
 def test_the_make_targets_serve_the_room_only_when_asked():
-    makefile = (REPO / "Makefile").read_text()
-    assert re.search(r"^ROOM \?= 0$", makefile, re.M)
-    assert "$(if $(ROOM_ON),OPENBLAS_NUM_THREADS=1 $(BIN)/python -m mha_serve.room" in makefile
+    local = _make_n("dashboard")
+    assert "bin/voila --port=8866 --Voila.port_retries=0 notebooks/dashboard.ipynb" in local
+    assert "mha_serve.room" not in local and "0.0.0.0" not in local
+    assert "mha_serve.preflight --only=port --port=8866 --host=127.0.0.1" in local
+    roomed = _make_n("dashboard", "ROOM=1")
+    assert "-m mha_serve.room --host=0.0.0.0 --port=8866 notebooks/dashboard.ipynb" in roomed
+    assert "--host=0.0.0.0" in _make_n("preflight", "ROOM=1")
+    assert "-m mha_serve.room --host=192.0.2.7" in _make_n("dashboard", "ROOM=1", "ROOM_HOST=192.0.2.7")
+    classroom = _make_n("classroom", "SEATS=3", "ROOM=1")
+    assert "mha_serve classroom --seats=3 --port=8866 --room --host=0.0.0.0" in classroom
+    assert "--room" not in _make_n("classroom", "SEATS=3")
     assert '"ip": "127.0.0.1"' in (REPO / "etc" / "jupyter" / "voila.json").read_text()
+
+
+def test_classroom_room_mode_runs_the_room_app_with_the_seats_pool():
+    from mha_serve.classroom import classroom_command
+
+    cmd = classroom_command(30, 8866, room_host="0.0.0.0")
+    assert cmd[1:4] == ["-m", "mha_serve.room", "--host=0.0.0.0"] and "--pool_size=30" in cmd
+    assert classroom_command(30, 8866)[1:3] == ["-m", "voila"]
