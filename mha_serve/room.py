@@ -166,9 +166,17 @@ def qr_svg(url: str) -> str:
     return segno.make(url, error="m").svg_inline(scale=10, dark="#000", light="#fff")
 
 
-def same_machine(remote_ip: str, local_ip: str | None) -> bool:
+def same_machine(remote_ip: str, local_ip: str | None, host_header: str = "127.0.0.1") -> bool:
     """True for a client on the server's own machine: a loopback address, or the very address it
-    connected to (the teacher's browser opening the LAN address of its own laptop)."""
+    connected to (the teacher's browser opening the LAN address of its own laptop); and asking
+    for an address or ``localhost`` by name (``host_header``), so that a web page of another
+    site whose name was made to point at 127.0.0.1 (DNS rebinding) cannot read the code."""
+    name = re.sub(r":\d+$", "", host_header).strip("[]")
+    if name != "localhost":
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return False
     try:
         remote = ipaddress.ip_address(remote_ip)
     except ValueError:
@@ -264,7 +272,7 @@ def _projector_handler():
             except (AttributeError, OSError):
                 local = None
             self.set_header("Cache-Control", "no-store")
-            if not same_machine(self.request.remote_ip, local):
+            if not same_machine(self.request.remote_ip, local, self.request.host):
                 self.set_status(403)
                 self.finish("The projector page is shown on the teacher's machine only.")
                 return

@@ -120,6 +120,8 @@ def test_only_the_servers_own_machine_counts_as_the_teacher():
     assert same_machine("192.0.2.2", "192.0.2.2")  # the teacher opening its own LAN address
     assert not same_machine("192.0.2.9", "192.0.2.2")
     assert not same_machine("not an address", None)
+    assert same_machine("127.0.0.1", None, "localhost:8866") and same_machine("::1", None, "[::1]:8866")
+    assert not same_machine("127.0.0.1", None, "rebound.example:8866")  # DNS rebinding: a name, not this machine
 
 
 # -- the application: Voila's own, every route behind the gate ----------------------------------
