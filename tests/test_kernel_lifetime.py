@@ -6,7 +6,8 @@ for ten minutes came back to a dead page. Now a kernel with an open websocket is
 idleness, and a kernel whose page has gone is culled as before. Here the cull time is shortened to
 15 s: a page left open and idle for twice that keeps its kernel; once closed, the kernel is culled.
 The control run with ``cull_connected=True`` shows the same idle page losing its kernel, so the
-first result is the setting's doing.
+first result is the setting's doing. And a page whose device vanished without closing its socket
+is culled too, once the server's pings go unanswered.
 
 The page is the dashboard's own kernel socket (``KernelSocket``: the websocket the page opens,
 which answers the server's pings as a browser does), with no message sent while it idles.
@@ -77,3 +78,23 @@ def test_control_with_cull_connected_the_same_idle_open_page_loses_its_kernel():
             assert re.search(rf"Culling '\w+' kernel '\w+' \({kernel_id}\) with 1 connections", server.log())
         finally:
             page.close()
+
+
+def test_a_page_whose_device_vanished_without_closing_is_culled():
+    """A phone that leaves the Wi-Fi (or whose browser is suspended) closes nothing: its socket just
+    stops answering. jupyter_server pings every page's websocket and closes one that no longer
+    answers (``ws_ping_interval``, ``ws_ping_timeout``: 30 s and 90 s by default, 2 s and 6 s here);
+    then the kernel has no connection and is culled like a closed page."""
+    import websocket  # websocket-client: a socket that is never read answers no ping
+
+    pings = "--Voila.tornado_settings={'ws_ping_interval': 2000, 'ws_ping_timeout': 6000}"
+    with voila_server(*SHORT_CULL, pings) as server:
+        kernel_id = _open_page(server)
+        silent = websocket.create_connection(f"{server.ws_url}api/kernels/{kernel_id}/channels?session_id=gone",
+                                             timeout=10)
+        try:
+            _wait_until_culled(server, kernel_id, 6 + CULL_S + 4 * INTERVAL_S + 20)
+        finally:
+            silent.close()
+        assert "WebSocket ping timeout" in server.log()
+        assert re.search(rf"Culling '\w+' kernel '\w+' \({kernel_id}\) with 0 connections", server.log())
