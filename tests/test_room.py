@@ -130,8 +130,12 @@ def test_only_the_servers_own_machine_counts_as_the_teacher():
 def room_app():
     """``RoomVoila`` initialised on the dashboard as ``python -m mha_serve.room`` does (no server
     started), and a plain ``Voila`` the same way, for comparison."""
+    import os
+
     from voila.app import Voila
 
+    cwd = os.getcwd()
+    os.chdir(REPO)  # Voila serves the notebook from the folder it starts in, as `make` does
     cls = room.room_app_class()
     cls.keeper, cls.url = Gatekeeper("ABC234"), "http://192.0.2.7:8866/?code=ABC234"
     apps = []
@@ -141,6 +145,7 @@ def room_app():
                         "--pool_size=1", *extra])
         app.tornado_settings_built = app.init_settings()
         apps.append(app)
+    os.chdir(cwd)
     return apps
 
 
