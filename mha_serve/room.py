@@ -293,6 +293,10 @@ def room_app_class():
         keeper: Gatekeeper
         url: str
 
+        @property
+        def display_url(self) -> str:  # Voila's "running at" line: the join link, not the host name
+            return self.url
+
         def init_settings(self):
             return {**super().init_settings(), "mha_room": self.keeper}
 

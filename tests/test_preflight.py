@@ -168,3 +168,22 @@ def test_the_guard_lets_a_good_python_through():
     done = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "python-check", f"PY={sys.executable}"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_serving_target_stops_at_once_when_its_port_is_taken():
+    """Three targets share PORT=8866: the second one started says so and starts nothing (run for
+    real with `make slides`; `-o` keeps make from rebuilding .venv)."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run(["make", "--no-print-directory", "-C", str(REPO), "-o", ".venv/.installed", "slides",
+                               f"PORT={port}"], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert f"port {port} is already in use on 127.0.0.1" in done.stderr and f"PORT={port + 10}" in done.stderr
+    assert "bin/voila" not in done.stdout  # stopped before Voila
+    for target in ("dashboard", "lesson-slides", "classroom"):
+        commands = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(REPO), "-o", ".venv/.installed",
+                                   target], capture_output=True, text=True, timeout=60, check=True).stdout
+        check = commands.index("mha_serve.preflight --only=port --port=8866")
+        assert check < commands.index("voila" if target != "classroom" else "mha_serve classroom"), target
