@@ -112,7 +112,8 @@ test-fast: $(STAMP)  ## the fast loop: numpy-only tests, no models, no browser, 
 # server) reads the same settings: etc/jupyter/voila.json and the offline templates in
 # share/jupyter, installed into .venv by `make venv` (docs/dashboard.md, "Settings"): template
 # `mha`, 127.0.0.1 only, sources stripped, widget messages only, a cap of 80 kernels (503 "busy"
-# page beyond), kernels whose page never connects shut down after 30 s, culling after 10 min.
+# page beyond), kernels whose page never connects shut down after 30 s, culling after 10 min idle
+# without a page (an open page keeps its kernel: cull_connected false).
 # POOL preheated kernels: the first POOL visitors get the page from a warm kernel instead of
 # waiting for one to start, at the price of one idle kernel each, kept warm (docs/dashboard.md);
 # POOL=0 turns preheating off.
