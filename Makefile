@@ -159,7 +159,7 @@ preflight:  ## is this machine ready? Python, environment, models, port, network
 	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PY)) -m mha_serve.preflight --seats=$(SEATS) --port=$(PORT) $(if $(ROOM_ON),--room --host=$(ROOM_HOST))
 
 # The reveal.js slides: the same notebook (arrow keys), offline template `mha-reveal`.
-slides: $(STAMP)  ## the dashboard as reveal.js slides (for the projector) on the same port
+slides: $(STAMP)  ## the dashboard as reveal.js slides (for the projector); PORT=8867 to run it beside make dashboard
 	$(PORT_CHECK)
 	$(VOILA) notebooks/dashboard.ipynb --template=mha-reveal
 
