@@ -142,7 +142,7 @@ def room_app():
     for app_class, extra in ((cls, ["--Voila.ip=0.0.0.0"]), (Voila, [])):
         app = app_class()
         app.initialize(["notebooks/dashboard.ipynb", "--port=8866", "--preheat_kernel=True",
-                        "--pool_size=1", *extra])
+                        "--pool_size=0", *extra])  # the pool's route, no pool to fill
         app.tornado_settings_built = app.init_settings()
         apps.append(app)
     os.chdir(cwd)
@@ -208,9 +208,11 @@ def test_the_make_targets_serve_the_room_only_when_asked():
     assert '"ip": "127.0.0.1"' in (REPO / "etc" / "jupyter" / "voila.json").read_text()
 
 
-def test_classroom_room_mode_runs_the_room_app_with_the_seats_pool():
-    from mha_serve.classroom import classroom_command
+def test_classroom_room_mode_runs_the_room_app_with_the_seats_pool(monkeypatch):
+    from mha_serve import classroom
 
-    cmd = classroom_command(30, 8866, room_host="0.0.0.0")
-    assert cmd[1:4] == ["-m", "mha_serve.room", "--host=0.0.0.0"] and "--pool_size=30" in cmd
-    assert classroom_command(30, 8866)[1:3] == ["-m", "voila"]
+    monkeypatch.setattr(classroom, "classroom_options", lambda seats: [f"--pool_size={seats}"])  # sized in test_serve
+    cmd = classroom.classroom_command(30, 8866, room_host="0.0.0.0")
+    assert cmd[1:] == ["-m", "mha_serve.room", "--host=0.0.0.0", "notebooks/dashboard.ipynb", "--port=8866",
+                       "--pool_size=30"]
+    assert classroom.classroom_command(30, 8866)[1:3] == ["-m", "voila"]
