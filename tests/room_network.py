@@ -69,7 +69,8 @@ def probe(ns: str, requests: list[dict], timeout: float = 60) -> list[dict]:
     """Run ``requests`` from inside ``ns`` (this file as a script); their results, in order.
 
     Each request: ``url``, optional ``method``, ``cookie``, ``source`` (a device address) and
-    ``websocket`` (open a websocket instead: the status is 101 when it opened)."""
+    ``websocket`` (open a websocket instead: the status is 101 when it opened; with ``execute``,
+    send that code in an ``execute_request`` and list the ``replies``)."""
     done = subprocess.run(["ip", "netns", "exec", ns, sys.executable, __file__], input=json.dumps(requests),
                           capture_output=True, text=True, timeout=timeout)
     if done.returncode:
@@ -139,8 +140,9 @@ def _one(request: dict) -> dict:
                                              header=[f"{k}: {v}" for k, v in headers.items()])
         except websocket.WebSocketBadStatusException as err:
             return {"status": err.status_code, "cookies": [], "body": ""}
+        replies = _execute(ws, request["execute"]) if request.get("execute") else []
         ws.close()
-        return {"status": 101, "cookies": [], "body": ""}
+        return {"status": 101, "cookies": [], "body": "", "replies": replies}
     source = (request["source"], 0) if request.get("source") else None
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60, source_address=source)
     path = url.path + (f"?{url.query}" if url.query else "")
@@ -150,6 +152,29 @@ def _one(request: dict) -> dict:
     body = resp.read().decode(errors="replace")
     conn.close()
     return {"status": resp.status, "cookies": resp.headers.get_all("Set-Cookie") or [], "body": body[:200_000]}
+
+
+def _execute(ws, code: str, seconds: float = 5) -> list[str]:
+    """Send an ``execute_request`` of ``code`` as a hostile page would; the types of the messages
+    that answer it within ``seconds``."""
+    import uuid
+
+    msg_id, session = uuid.uuid4().hex, uuid.uuid4().hex
+    ws.send(json.dumps({"header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "probe",
+                                   "session": session, "date": "2026-01-01T00:00:00Z", "version": "5.3"},
+                        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+                        "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+                                    "allow_stdin": False, "stop_on_error": True}}))
+    replies, end = [], time.monotonic() + seconds
+    ws.settimeout(0.5)
+    while time.monotonic() < end:
+        try:
+            frame = ws.recv()
+        except Exception:  # timeout: nothing this half second
+            continue
+        if isinstance(frame, str) and json.loads(frame).get("parent_header", {}).get("msg_id") == msg_id:
+            replies.append(json.loads(frame)["msg_type"])
+    return replies
 
 
 if __name__ == "__main__":

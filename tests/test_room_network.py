@@ -5,7 +5,8 @@ that are not this machine's, as phones on the room's Wi-Fi do.
 Without the code a device gets the code page on every route (the page, the kernels API, the kernel
 and request-info websockets, the static files, the templates, the labextensions, the files
 handler, the shutdown API) and starts no kernel; wrong codes are limited per address; the projector
-page answers the teacher's machine only; with the code, a real Chromium on the other network gets
+page answers the teacher's machine only; with the code a device still cannot execute code (the
+message allowlist); and with the code, a real Chromium on the other network gets
 the dashboard and moves a slider, and the kernel's answer comes back.
 """
 
@@ -110,6 +111,19 @@ def test_a_device_without_the_code_gets_only_the_code_page_on_every_route(room, 
     # and the local route's hardening is still there behind the gate
     assert by_url[(f"{base}/api/kernels", "POST")] in (403, 405)
     assert by_url[(f"{base}/voila/files/notebooks/dashboard.ipynb", "GET")] in (403, 404)
+
+
+def test_a_device_with_the_code_still_cannot_execute_code_on_its_kernel(room, admitted, tmp_path):
+    """The local route's message allowlist holds on the room's network: an ``execute_request`` sent
+    over the page's own kernel websocket, with the cookie, is dropped by the server."""
+    marker = tmp_path / "executed"
+    ws = room["base"].replace("http://", "ws://")
+    (result,) = probe(room["ns"], [{"url": f"{ws}/api/kernels/{admitted['kernel_id']}/channels?session_id=forger",
+                                    "websocket": True, "cookie": admitted["cookie"],
+                                    "execute": f"open({str(marker)!r}, 'w').write('x')"}])
+    assert result["status"] == 101 and result["replies"] == []
+    assert not marker.exists()
+    assert "execute_request" in room["log"].read_text() and "not allowed" in room["log"].read_text()
 
 
 def test_wrong_codes_are_refused_then_limited_for_that_device_only(room, admitted):
