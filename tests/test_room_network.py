@@ -51,6 +51,15 @@ def _wait_pool_filled(room, fills: int) -> None:
         time.sleep(0.3)
 
 
+def _wait_quiet(room, seconds: float = 3) -> None:
+    """Until the server has logged nothing for ``seconds`` (a pool refill or a page still running)."""
+    deadline = time.monotonic() + 90
+    size = -1
+    while size != (size := room["log"].stat().st_size):
+        assert time.monotonic() < deadline, "the server never went quiet"
+        time.sleep(seconds)
+
+
 def _cookie(result: dict) -> str:
     (value,) = [c.split(";")[0] for c in result["cookies"] if c.startswith(f"{COOKIE}=")]
     return value
@@ -91,6 +100,7 @@ def test_the_page_and_the_cookie_from_the_printed_link(room, admitted):
 
 def test_a_device_without_the_code_gets_only_the_code_page_on_every_route(room, admitted):
     routes = _routes(room, admitted["kernel_id"])
+    _wait_quiet(room)
     before = _kernel_starts(room)
     refused = probe(room["ns"], routes)
     time.sleep(2)  # a start the refused requests had caused would be logged by now
