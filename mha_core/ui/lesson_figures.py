@@ -680,8 +680,13 @@ def show_prune_curves(curves: Mapping[tuple[int, int], np.ndarray], prunable: Ma
            title=f"Pruning trained heads ({seeds} seeds per h)")
     ax.legend()
     start = min(float(c[0]) for c in curves.values())
+    def after_one(h):  # (lowest, highest) accuracy over the seeds once one head is pruned
+        ones = [float(c[1]) for (hh, _), c in curves.items() if hh == h]
+        return min(ones), max(ones)
+
     fates = "; ".join(
-        f"h = {h}: falls at the first head removed" if max(prunable[h]) == 0
+        f"h = {h}: the first head removed costs more than the tolerance (accuracy {after_one(h)[0]:.2f} to "
+        f"{after_one(h)[1]:.2f} after it)" if max(prunable[h]) == 0
         else f"h = {h}: {min(prunable[h])} to {max(prunable[h])} heads go at little cost, then it falls"
         for h in heads)
     show_figure(fig, alt=(
