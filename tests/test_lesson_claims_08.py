@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from lesson_claims import Claims
 
+from mha_core.training.tasks import IGNORE
+
 NB = "08_why_several_heads.ipynb"
 CLAIMS = Claims(NB)
 
@@ -16,6 +18,15 @@ CLAIMS = Claims(NB)
 def task_names_the_ordered_pair(first, task, second, x, a, b):
     t = task.n - 1  # the last position
     assert (first[0, t], second[0, t]) == (x[0, t - a], x[0, t - b])
+
+
+@CLAIMS(
+    r"Only the rows from position $\max(a, b)$ on are drawn, the positions where an answer is asked",
+    after="task = toy_models.TASK",
+)
+def maps_start_at_the_first_answer(task, a, b, y):
+    assert task.first_target == max(a, b)
+    assert (y[0, : task.first_target] == IGNORE).all() and (y[0, task.first_target :] != IGNORE).all()
 
 
 @CLAIMS(
