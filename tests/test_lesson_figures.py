@@ -120,7 +120,9 @@ def test_notebook_08_figures(shown):
     assert "head 0: 0.00 and 0.00; head 1: 0.00 and 0.00" in alts[1]
     assert "between 1 place back (0.50) and 3 places back (0.50). h = 2: every head bright at only one" in alts[2]
     assert "head 0 (attends t-3) 0.75" in alts[3]
-    assert "h = 2: falls at the first head removed; h = 4: 1 to 1 heads go at little cost" in alts[4]
+    assert "the queries that must answer (3 to 3) down" in alts[1]
+    assert ("h = 2: the first head removed costs more than the tolerance (accuracy 0.06 to 0.06 after it); "
+            "h = 4: 1 to 1 heads go at little cost" in alts[4])
     assert all(image.min_font_pt >= MIN_FONT_PT - 1e-9 for image in shown)
 
 
@@ -129,6 +131,8 @@ def test_notebook_08_figures_refuse_mismatched_shapes():
         F.show_accuracy_by_heads([1, 2, 4], np.zeros((2, 5)), chance=0.1, d_model=16)
     with pytest.raises(ValueError, match=r"weights must have shape \(h, 2, 2\)"):
         F.show_attention_maps(["a", "b"], np.zeros((1, 3, 3)), seed=0, offsets=(1,), first_query=1)
+    with pytest.raises(ValueError, match=r"first_query must be an int in \[0, 2\), got 2"):
+        F.show_attention_maps(["a", "b"], np.zeros((1, 2, 2)), seed=0, offsets=(1,), first_query=2)
     with pytest.raises(ValueError, match="one length"):
         F.show_head_ablation([1.0, 0.5], [1], highlight=1)
 

@@ -589,25 +589,28 @@ def show_accuracy_by_heads(heads: Sequence[int], table: np.ndarray, *, chance: f
 
 def show_attention_maps(labels: Sequence[str], weights: np.ndarray, *, seed: int, offsets: Sequence[int],
                         first_query: int) -> None:
-    """Each head's (N, N) attention map of one trained model, two maps a row.
+    """Each head's attention map of one trained model, two maps a row: the query rows from
+    ``first_query`` on (the positions where an answer is asked), every key.
 
-    The alt text gives each head's mean weight at each of ``offsets`` places back, over the
-    queries from ``first_query`` on.
+    The alt text gives each head's mean weight at each of ``offsets`` places back, over the same
+    queries.
     """
     weights = np.asarray(weights)
     n = len(labels)
     if weights.ndim != 3 or weights.shape[1:] != (n, n):
         raise ValueError(f"weights must have shape (h, {n}, {n}) for {n} labels, got {weights.shape}")
+    if isinstance(first_query, bool) or not isinstance(first_query, (int, np.integer)) or not 0 <= first_query < n:
+        raise ValueError(f"first_query must be an int in [0, {n}), got {first_query!r}")
     h = weights.shape[0]
     cols = min(h, 2)
     rows = (h + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(2.8 * cols + 1.4, 2.8 * rows + 0.6), squeeze=False,
                              constrained_layout=True)
     for i, ax in enumerate(axes.flat):
-        im = ax.imshow(weights[i], cmap="viridis", vmin=0, vmax=1)
+        im = ax.imshow(weights[i, first_query:], cmap="viridis", vmin=0, vmax=1)  # (N - first_query, N)
         ax.set_title(f"h = {h}: head {i}")
         ax.set_xticks(range(n), labels, rotation=90)
-        ax.set_yticks(range(n), labels)
+        ax.set_yticks(range(n - first_query), labels[first_query:])
         ax.set_xlabel("key j (pos:token)")
         if i % cols == 0:
             ax.set_ylabel("query i (pos:token)")
@@ -615,7 +618,8 @@ def show_attention_maps(labels: Sequence[str], weights: np.ndarray, *, seed: int
     peak = [[np.mean([weights[i, t, t - back] for t in range(first_query, n)]) for back in offsets] for i in range(h)]
     show_figure(fig, alt=(
         f"{h} attention map{'s' if h > 1 else ''} of the trained h = {h} model (seed {seed}) on one sequence of "
-        f"{n} tokens, queries down and keys across on a 0 to 1 colour scale. Mean weight "
+        f"{n} tokens, the queries that must answer ({first_query} to {n - 1}) down and every key across, on a "
+        f"0 to 1 colour scale. Mean weight "
         f"{' and '.join(map(str, offsets))} places left of the diagonal: "
         + "; ".join(f"head {i}: " + " and ".join(f"{v:.2f}" for v in row) for i, row in enumerate(peak)) + "."))
 
@@ -680,8 +684,13 @@ def show_prune_curves(curves: Mapping[tuple[int, int], np.ndarray], prunable: Ma
            title=f"Pruning trained heads ({seeds} seeds per h)")
     ax.legend()
     start = min(float(c[0]) for c in curves.values())
+    def after_one(h):  # (lowest, highest) accuracy over the seeds once one head is pruned
+        ones = [float(c[1]) for (hh, _), c in curves.items() if hh == h]
+        return min(ones), max(ones)
+
     fates = "; ".join(
-        f"h = {h}: falls at the first head removed" if max(prunable[h]) == 0
+        f"h = {h}: the first head removed costs more than the tolerance (accuracy {after_one(h)[0]:.2f} to "
+        f"{after_one(h)[1]:.2f} after it)" if max(prunable[h]) == 0
         else f"h = {h}: {min(prunable[h])} to {max(prunable[h])} heads go at little cost, then it falls"
         for h in heads)
     show_figure(fig, alt=(
