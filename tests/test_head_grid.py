@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-import numpy as np
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 from matplotlib import colormaps
 from PIL import Image

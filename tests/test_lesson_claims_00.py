@@ -10,7 +10,7 @@ CLAIMS = Claims(NB)
 
 
 @CLAIMS(
-    "A query scores every key by the **dot product** $q \\cdot k_j$: large when the two vectors "
+    "A query **scores** every key by the **dot product** $q \\cdot k_j$: large when the two vectors "
     "point the same way.",
     after="scores = K @ q",
 )
@@ -123,7 +123,7 @@ def causal_query_ignores_later_keys(out_2, out_m):
 
 
 @CLAIMS(
-    "Because every layer adds to the stream, attention must return exactly the shape it was given, "
+    "Because every part adds to the stream, attention must return exactly the shape it was given, "
     "$(N, d_{model})$.",
     after="cfg = MHAConfig(d_model=16, n_heads=4)",
 )
@@ -201,6 +201,26 @@ def q4_1_keeps_4_bits_per_weight_scale_offset():
 
     # a block: 32 weights in 20 bytes = 32 x 4 bits + a 2-byte scale + a 2-byte offset
     assert gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.Q4_1] == (32, 32 * 4 // 8 + 2 + 2)
+
+
+@CLAIMS(
+    "it lies between them, nearer to both than to any other value.",
+    after="answer = weights @ V",
+)
+def answer_nearer_to_sat_and_on(answer, V):
+    distances = np.linalg.norm(answer - V, axis=-1)  # (N,)
+    assert max(distances[2], distances[3]) < min(distances[j] for j in (0, 1, 4, 5))
+
+
+@CLAIMS(
+    "With unequal weights $p$ and $1-p$ the two orders give different blends, but still one blend",
+    after="one_head_w = softmax(np.array([5.0, 5.0]))",
+)
+def uneven_split_tells_the_orders_apart(word, softmax, one_head_w):
+    assert np.allclose(one_head_w, [0.5, 0.5])  # the toy's split is the even one
+    p = softmax(np.array([5.0, 4.0]))  # an uneven split
+    a, b = word["cat"], word["dog"]
+    assert not np.allclose(p[0] * a + p[1] * b, p[0] * b + p[1] * a)
 
 
 test_quotes, test_claim = CLAIMS.tests()
