@@ -171,6 +171,15 @@ def test_each_verdict_against_h1_follows_the_rule():
     assert all(h >= 16 for h in slower), slower
 
 
+def test_the_narrow_matmuls_are_clearly_slower():
+    """"at $d_k = 4$ the matmuls move almost as many bytes as they do arithmetic, and their GFLOP/s
+    tends to fall" (section 4): the same MACs take clearly longer at d_k = 4 than at d_k = 64."""
+    assert "and their GFLOP/s tends to fall" in markdown_text(NB)
+    table = _table()
+    narrow, wide = table[128]["matmuls"], table[8]["matmuls"]
+    assert narrow[0] > wide[0] and clearly_apart(narrow, wide), (narrow, wide)
+
+
 def test_the_softmax_takes_more_than_its_share_by_more_than_the_spreads():
     """"in the stored run the softmax takes far more than its $1/128$ share of the time, by more than
     the spreads" (section 4)."""
