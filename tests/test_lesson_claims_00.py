@@ -223,4 +223,24 @@ def uneven_split_tells_the_orders_apart(word, softmax, one_head_w):
     assert not np.allclose(p[0] * a + p[1] * b, p[0] * b + p[1] * a)
 
 
+@CLAIMS(
+    "Entry $2i$ is $\\sin(p / 10000^{2i/d_{model}})$ and entry $2i+1$ is $\\cos(p / 10000^{2i/d_{model}})$",
+    after="P = positional_encoding(3, d_model)",
+)
+def positional_encoding_formula(positional_encoding):
+    pe = positional_encoding(40, 32)  # (N, d_model), the heatmap's
+    p, i = np.arange(40)[:, None], np.arange(16)
+    assert np.allclose(pe[:, 0::2], np.sin(p / 10000 ** (2 * i / 32)))
+    assert np.allclose(pe[:, 1::2], np.cos(p / 10000 ** (2 * i / 32)))
+    assert np.abs(pe[:, -2]).max() < 0.1 and pe[:, -1].min() > 0.99  # the slow rows: near 0 and near 1
+
+
+@CLAIMS(
+    "the sum still lies nearest to its own word's vector, so the word is not lost",
+    after="P = positional_encoding(3, d_model)",
+)
+def word_survives_the_position(nearest):
+    assert nearest == [0, 1, 2]
+
+
 test_quotes, test_claim = CLAIMS.tests()

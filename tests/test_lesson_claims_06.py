@@ -217,6 +217,19 @@ def test_stored_run_the_stages_add_up_to_the_step():
         assert abs(parts - table["sum of the stages"][name]) < 0.02, (name, parts, table["sum of the stages"])
 
 
+def test_stored_run_prints_step_over_sum_for_each_layout():
+    """"The last line prints their ratio for each layout" (section 6), and the cell of section 1
+    prints kv_cache_bytes beside the cache built by hand, as section 1 promises."""
+    _quoted("The last line prints their ratio for each layout")
+    table = _stage_table()
+    line = next(li for li in outputs(NB, "for stage in (*DECODE_STAGES").split("\n") if li.startswith("step / sum"))
+    ratios = dict(zip(("MHA", "GQA", "MQA"), map(float, line.split()[3:]), strict=True))
+    for name, ratio in ratios.items():
+        assert abs(ratio - table["step"][name] / table["sum of the stages"][name]) < 0.02, (name, ratio)
+    built = outputs(NB, "built = sum(K.nbytes")
+    assert re.search(r"= ([\d,]+) bytes in fp16", built)[1] == re.search(r"kv_cache_bytes\(.*\) = ([\d,]+) bytes", built)[1]
+
+
 def test_stored_run_weights_at_one_rate_the_cache_slower_the_smaller_it_is():
     _quoted("The weights are read at about the same rate in all three (the GB/s above), so this stage's time "
             "is roughly in proportion to their bytes, as predicted.")
