@@ -210,6 +210,7 @@ def q4_1_keeps_4_bits_per_weight_scale_offset():
 def answer_nearer_to_sat_and_on(answer, V):
     distances = np.linalg.norm(answer - V, axis=-1)  # (N,)
     assert max(distances[2], distances[3]) < min(distances[j] for j in (0, 1, 4, 5))
+    assert ((np.minimum(V[2], V[3]) <= answer) & (answer <= np.maximum(V[2], V[3]))).all()  # between them
 
 
 @CLAIMS(
