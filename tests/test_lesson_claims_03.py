@@ -112,4 +112,14 @@ def head_count_cancels(h, N, d_k, d_model, count_macs, cfg):
     assert count_macs(cfg, N)["projections"] == 4 * N * d_model * d_model
 
 
+@CLAIMS(
+    r"With a batch of $B$ sequences every array gains a leading axis of size $B$ and nothing else changes",
+    after="trace_b = trace_config(cfg, N, batch=2, seed=0)",
+)
+def batch_adds_a_leading_axis(trace_b, trace_100):
+    assert [step for step, _ in trace_b.steps] == [step for step, _ in trace_100.steps]
+    assert all(shape_b == (2, *shape) for (_, shape_b), (_, shape) in zip(trace_b.steps, trace_100.steps, strict=True))
+    assert trace_b.total_macs() == 2 * trace_100.total_macs()
+
+
 test_quotes, test_claim = CLAIMS.tests()
