@@ -169,8 +169,9 @@ def read_tokenizer(path: Path):
     """The `tokenizers` file at ``path``, with padding and truncation off (one sentence at a time)."""
     from tokenizers import Tokenizer
 
+    _need(path, "its tokenizer")
     try:
-        tok = Tokenizer.from_file(str(_need(path, "its tokenizer")))
+        tok = Tokenizer.from_file(str(path))
     except Exception as err:  # tokenizers raises its own Exception type
         raise ValueError(f"{path} is not a readable tokenizers file ({err})") from None
     tok.no_padding()
@@ -197,6 +198,7 @@ def read_folder(path, max_bytes=None):
     """
     folder = Path(path).expanduser().resolve()
     kind, config = read_config(folder)
+    _need(folder / TOKENIZER, "its tokenizer")  # every file is there before anything is read
     tensors = read_headers(folder)
     need = float32_bytes(tensors)
     check_memory(folder, need, max_bytes)
