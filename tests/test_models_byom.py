@@ -209,3 +209,49 @@ def test_the_first_tensor_that_does_not_match_the_config_is_named(checkpoints, t
     _edit_config(folder, num_key_value_heads=2, num_hidden_layers=3)
     with pytest.raises(ValueError, match=r"the checkpoint has no tensor 'model.layers.2.input_layernorm.weight'"):
         load(folder)
+
+
+def test_mha_models_lists_the_folders_with_a_config(checkpoints, tmp_path, monkeypatch):
+    from mha_core.models import model_folders
+
+    root = tmp_path / "models"
+    for kind in ("bert", "llama"):
+        shutil.copytree(checkpoints[kind][0], root / f"my-{kind}")
+    (root / "notes").mkdir()  # no config.json: not a model
+    shutil.copytree(checkpoints["gpt2"][0], root / "my-t5")
+    _edit_config(root / "my-t5", model_type="t5", architectures=[])
+    monkeypatch.setenv("MHA_MODELS", str(root))
+    assert model_folders() == {
+        str(root.resolve() / "my-bert"): "my-bert (your bert model: reads a whole sentence)",
+        str(root.resolve() / "my-llama"): "my-llama (your llama model: writes text)",
+        str(root.resolve() / "my-t5"): "my-t5 (your model: not a supported architecture)",
+    }
+    assert model_folders(root / "my-llama") == {str(root.resolve() / "my-llama"): "my-llama (your llama model: writes text)"}
+    monkeypatch.delenv("MHA_MODELS")
+    assert model_folders() == {}
+
+
+def test_the_real_heads_panel_shows_a_model_of_your_own(checkpoints, monkeypatch):
+    """The picker's entry, the maps, find-a-head, the overview, the induction demo and the write
+    mode, on a decoder of your own (the panel reads ``MODELS`` when it draws)."""
+    from mha_core.ui import real_heads_panel as R
+
+    folders = {str(checkpoints[k][0].resolve()): f"tiny {k}" for k in ("llama", "bert")}
+    monkeypatch.setattr(R, "MODELS", {**R.MODELS, **folders})
+    llama, bert = folders
+    panel = R.RealHeadsPanel(model=llama, start=None)
+    assert panel.status.value == "" and ("tiny llama", llama) in panel.model.options
+    assert "<b>llama</b>, your own parameters, not quantised" in panel.label.value
+    assert " of 2" in panel.label.value and "<b>head 0</b> of 6" in panel.label.value
+    assert "GQA" in panel.label.value and (panel.overview.layers, panel.overview.heads) == (2, 6)
+    layer, head, score = panel.show_pattern("first token")
+    assert (panel.layer.value, panel.head.value) == (layer, head)
+    assert f"first token {score:.2f}" in panel.about.value and "first token score" in panel.overview.title
+    best = panel.induction_demo()  # on the chosen decoder, not on SmolLM2
+    assert best is not None and panel.model.value == llama and "induction demo" in panel.label.value
+    assert "Write: watch llama add tokens" in panel.writer.heading.value
+    assert panel.writer.write() and len(panel.writer.steps) == panel.writer.length.value
+    assert "float32" in panel.writer.caption.value
+    panel.model.value = bert  # an encoder: the maps are its own, the write mode keeps the last decoder
+    assert panel.status.value == "" and "<b>bert</b>" in panel.label.value
+    assert panel.writer.model_name == llama

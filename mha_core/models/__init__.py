@@ -10,6 +10,7 @@
     load("smollm2").generate("The capital of France is")   # greedy, with the KV cache of core/decode
     load("~/models/Qwen2.5-0.5B")              # a Hugging Face folder: BERT, GPT-2, Llama, Mistral, Qwen2
     describe("~/models/Qwen2.5-0.5B")          # its family and float32 size, from the headers alone
+    model_folders()                            # the folders under $MHA_MODELS (the dashboard's picker)
 
 - ``minilm``: all-MiniLM-L6-v2, a BERT encoder (6 layers x 12 heads), float32.
 - ``smollm2``: SmolLM2-135M-Instruct, a Llama decoder (30 layers x 9 query heads sharing 3
@@ -38,7 +39,7 @@ import os
 import threading
 from pathlib import Path
 
-from .checkpoint import describe, read_folder
+from .checkpoint import describe, model_folders, read_folder
 from .model import (
     MODEL_MAX_TOKENS,
     Forward,
@@ -108,6 +109,7 @@ __all__ = [
     "ModelFetchError",
     "ModelMemoryError",
     "describe",
+    "model_folders",
     "cache_dir",
     "fetch",
     "load",

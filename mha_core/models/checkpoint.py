@@ -42,6 +42,8 @@ FAMILIES = {
 ARCHITECTURES = {"BertModel": "bert", "BertForMaskedLM": "bert", "GPT2Model": "gpt2", "GPT2LMHeadModel": "gpt2",
                  "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2"}
 QKV_BIASES = {"qwen2"}  # Qwen2's Q, K and V projections have biases, its output projection none
+ENCODERS = {"bert"}  # the other families are decoders
+MODELS_ENV = "MHA_MODELS"  # a folder of model folders, for the dashboard's picker (``model_folders``)
 DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "BF16": np.uint16}  # BF16: raw bits
 
 
@@ -187,6 +189,29 @@ def describe(path) -> dict:
     tensors = read_headers(folder)
     need = float32_bytes(tensors)
     return {"family": kind, "float32_bytes": need, "parameters": need // 4, "config": config}
+
+
+def model_folders(root=None) -> dict[str, str]:
+    """The models a user brought: each subfolder of ``root`` (default ``$MHA_MODELS``; none if
+    unset) that holds a ``config.json``, or ``root`` itself if it does, as ``{absolute path:
+    title}``. Only the configs are read; a folder whose architecture is not supported is listed
+    too, and says why when it is opened."""
+    root = root if root is not None else os.environ.get(MODELS_ENV)
+    if not root:
+        return {}
+    root = Path(root).expanduser().resolve()
+    folders = [root] if (root / CONFIG).is_file() else sorted(
+        p for p in root.iterdir() if (p / CONFIG).is_file()) if root.is_dir() else []
+    found = {}
+    for folder in folders:
+        try:
+            kind, _ = read_config(folder)
+        except ValueError:
+            found[str(folder)] = f"{folder.name} (your model: not a supported architecture)"
+            continue
+        does = "reads a whole sentence" if kind in ENCODERS else "writes text"
+        found[str(folder)] = f"{folder.name} (your {kind} model: {does})"
+    return found
 
 
 def read_folder(path, max_bytes=None):

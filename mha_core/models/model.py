@@ -142,6 +142,8 @@ class Model:
         """A byte-level BPE token (GPT-2, SmolLM2, Qwen2) as the text it stands for; a
         SentencePiece token with its word-start mark as a space; any other token as it is."""
         token = self._tokenizer.id_to_token(i)
+        if token is None:  # a row of the embedding table past the tokenizer's vocabulary (padding)
+            return f"[id {i}]"
         decoder = _byte_decoder()
         if not self._byte_level or any(ch not in decoder for ch in token):  # e.g. <|im_start|>
             return token.replace("▁", " ")
