@@ -255,3 +255,14 @@ def test_the_real_heads_panel_shows_a_model_of_your_own(checkpoints, monkeypatch
     panel.model.value = bert  # an encoder: the maps are its own, the write mode keeps the last decoder
     assert panel.status.value == "" and "<b>bert</b>" in panel.label.value
     assert panel.writer.model_name == llama
+
+
+def test_about_states_the_size_before_loading(checkpoints, capsys):
+    from mha_core.models.__main__ import main
+
+    folder = checkpoints["gpt2"][0]
+    assert main(["about", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert f"gpt2, {describe(folder)['parameters']:,} parameters" in out and ": fits" in out
+    assert main(["about", str(folder / "nope")]) == 1
+    assert "config.json is missing" in capsys.readouterr().err
