@@ -132,9 +132,13 @@ def check_memory(folder: Path, need: int, max_bytes) -> None:
         raise ValueError(f"max_bytes must be a positive int (bytes) or None, got {max_bytes!r}")
     limit, what = (available_bytes(), "memory available now") if max_bytes is None else (max_bytes, "max_bytes")
     if need > limit:
-        raise ModelMemoryError(f"{folder} needs {need / 2**30:.2f} GiB ({need:,} bytes, {need // 4:,} parameters "
-                               f"in float32), over the {limit / 2**30:.2f} GiB of {what}; pass max_bytes= to "
+        raise ModelMemoryError(f"{folder} needs {_size(need)} ({need:,} bytes, {need // 4:,} parameters "
+                               f"in float32), over the {_size(limit)} of {what}; pass max_bytes= to "
                                f"load() to allow more")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 def _array(info: TensorInfo, name: str) -> np.ndarray:
