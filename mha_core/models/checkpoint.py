@@ -197,17 +197,22 @@ def describe(path) -> dict:
 
 def model_folders(root=None) -> dict[str, str]:
     """The models a user brought: each subfolder of ``root`` (default ``$MHA_MODELS``; none if
-    unset) that holds a ``config.json``, or ``root`` itself if it does, as ``{absolute path:
-    title}``. Only the configs are read; a folder whose architecture is not supported is listed
+    unset) that holds a ``config.json`` and each ``.gguf`` file in it, or ``root`` itself if it
+    is one, as ``{absolute path: title}``. Only the configs are read; a folder whose architecture is not supported is listed
     too, and says why when it is opened."""
     root = root if root is not None else os.environ.get(MODELS_ENV)
     if not root:
         return {}
     root = Path(root).expanduser().resolve()
+    if root.suffix == ".gguf" and root.is_file():
+        return {str(root): f"{root.stem} (your GGUF model: writes text)"}
     folders = [root] if (root / CONFIG).is_file() else sorted(
-        p for p in root.iterdir() if (p / CONFIG).is_file()) if root.is_dir() else []
+        p for p in root.iterdir() if (p / CONFIG).is_file() or p.suffix == ".gguf") if root.is_dir() else []
     found = {}
     for folder in folders:
+        if folder.suffix == ".gguf" and folder.is_file():  # read when chosen (gguf_file.read_gguf)
+            found[str(folder)] = f"{folder.stem} (your GGUF model: writes text)"
+            continue
         try:
             kind, _ = read_config(folder)
         except ValueError:

@@ -93,13 +93,16 @@ MODELS = {**SHIPPED, **model_folders()}
 DEMO_MODEL = "smollm2"  # the induction demo's decoder when the chosen model is an encoder
 
 
+def quantised_words(model) -> str:
+    """How the caption names quantised weights: SmolLM2's are 4-bit; a GGUF of the reader's own
+    says its types in its label."""
+    return "4-bit quantised" if model.name in SHIPPED else "quantised"
+
+
 def weights_note(model) -> str:
     """What the caption says about the weights: real (or the reader's own), and quantised or not."""
-    if model.quantised:
-        return "real pretrained parameters, 4-bit quantised"
-    if model.name not in SHIPPED:
-        return "the parameters of your own checkpoint, not quantised (float32)"
-    return "real pretrained parameters, not quantised (float32)"
+    whose = "real pretrained parameters" if model.name in SHIPPED else "the parameters of your own checkpoint"
+    return f"{whose}, {quantised_words(model) if model.quantised else 'not quantised (float32)'}"
 
 
 def _wrapping(model) -> tuple[list[int], list[int]]:
@@ -127,7 +130,7 @@ class _View:
 
     @property
     def short(self) -> str:
-        return f"{self.model.label.split(' (')[0]}, {'4-bit quantised' if self.model.quantised else 'fp32'}"
+        return f"{self.model.label.split(' (')[0]}, {quantised_words(self.model) if self.model.quantised else 'fp32'}"
 
 
 class ModelUnavailableError(RuntimeError):
@@ -527,7 +530,7 @@ class RealHeadsPanel(Panel):
         weights_said = weights_note(m)
         short = (f"<b>{html.escape(view.short.split(',')[0])}</b>, "
                  f"{'real' if model in SHIPPED else 'your own'} parameters, "
-                 f"{'4-bit quantised' if m.quantised else 'not quantised'} &middot; <b>layer {layer}</b> of {n_layers}"
+                 f"{quantised_words(m) if m.quantised else 'not quantised'} &middot; <b>layer {layer}</b> of {n_layers}"
                  f" &middot; <b>head {head}</b> of {h}"
                  + (f" &middot; demo input, induction score {scores[layer, head]:.2f}" if self.mode == "induction" else ""))
         self.label.value = (

@@ -198,7 +198,7 @@ class WritePanel:
         n_prompt = len(self.prompt_ids)
         self.caption.value = (
             f"<div class='mha-write-caption-text'><b>{html.escape(m.label)}</b>: real pretrained parameters, "
-            f"<b>{'4-bit quantised' if m.quantised else 'float32'}</b>. Greedy decoding with the KV cache, at most {MAX_NEW_TOKENS} new tokens. "
+            f"<b>{('4-bit quantised' if self.model_name == MODEL else 'quantised') if m.quantised else 'float32'}</b>. Greedy decoding with the KV cache, at most {MAX_NEW_TOKENS} new tokens. "
             f"Each row: a new token, and where <b>layer {layer}, head {head}</b> looked while choosing it "
             f"(darker = more weight; hover a token for its exact weight).</div>")
         written = "".join(f"<mark class='mha-write-token'>{_escape(t)}</mark>" for t in tokens[n_prompt:])
