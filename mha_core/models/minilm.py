@@ -32,8 +32,11 @@ def convert(files: dict[str, Path]) -> dict:
     except (SafetensorError, OSError, ValueError) as err:
         raise ModelFetchError(f"{path} could not be read ({err}); fetch it again with `make models`") from None
     tensors = {k.removeprefix("bert."): v for k, v in tensors.items()}
-    cfg, arrays = from_checkpoint(config, lambda name, _shape: tensors[name].astype(np.float32))
+    _, arrays = from_checkpoint(config, lambda name, _shape: tensors[name].astype(np.float32))
     tokenizer = read_tokenizer(files["tokenizer.json"])
+    cfg = {k: config[k] for k in ("num_hidden_layers", "num_attention_heads", "hidden_size",
+                                  "intermediate_size", "layer_norm_eps", "vocab_size",
+                                  "max_position_embeddings")}  # the manifest's config, as before
     return {"config": cfg, "arrays": arrays, "files": {"tokenizer.json": tokenizer.to_str(pretty=True)}}
 
 
