@@ -36,7 +36,7 @@ def convert(files: dict[str, Path]) -> dict:
     tokenizer = read_tokenizer(files["tokenizer.json"])
     cfg = {k: config[k] for k in ("num_hidden_layers", "num_attention_heads", "hidden_size",
                                   "intermediate_size", "layer_norm_eps", "vocab_size",
-                                  "max_position_embeddings")}  # the manifest's config, as before
+                                  "max_position_embeddings")}  # the release's sizes, for the manifest
     return {"config": cfg, "arrays": arrays, "files": {"tokenizer.json": tokenizer.to_str(pretty=True)}}
 
 
