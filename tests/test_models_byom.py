@@ -197,6 +197,13 @@ def test_a_missing_file_is_named(checkpoints, tmp_path, missing):
         load(folder)
 
 
+def test_pytorch_pickles_are_not_read(checkpoints, tmp_path):
+    folder = _copy(checkpoints, "gpt2", tmp_path)
+    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
+    with pytest.raises(ValueError, match=r"holds PyTorch pickles \(pytorch_model\*.bin\), which are not read"):
+        load(folder)
+
+
 def test_a_missing_folder_and_an_unknown_name(tmp_path):
     with pytest.raises(FileNotFoundError, match="no model folder at"):
         load(tmp_path / "nothing-here")

@@ -89,6 +89,9 @@ def read_headers(folder: Path) -> dict[str, TensorInfo]:
     """Every tensor of the checkpoint (one file, or the shards its index lists): header only."""
     if (folder / WEIGHTS).is_file():
         files = [folder / WEIGHTS]
+    elif not (folder / INDEX).is_file() and any(folder.glob("pytorch_model*.bin")):
+        raise ValueError(f"{folder} holds PyTorch pickles (pytorch_model*.bin), which are not read (a pickle can "
+                         f"run code); save the model as safetensors: model.save_pretrained(folder), the default")
     else:
         index = _need(folder / INDEX, f"its weights ({WEIGHTS})")
         try:
