@@ -205,7 +205,7 @@ def test_pytorch_pickles_are_not_read(checkpoints, tmp_path):
 
 
 def test_a_missing_folder_and_an_unknown_name(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no model folder at"):
+    with pytest.raises(FileNotFoundError, match="no model folder or .gguf file at"):
         load(tmp_path / "nothing-here")
     with pytest.raises(ValueError, match="unknown model 'gpt-9'"):
         load("gpt-9")
