@@ -62,7 +62,7 @@ def test_choosing_one_draws_its_heads(page, name, heads):
     page.locator(".mha-real-model select").select_option(label=TITLES[name])
     expect(_caption(page)).to_contain_text(name, timeout=UPDATE_TIMEOUT_MS)
     caption = _caption(page).inner_text()
-    assert "your own parameters" in caption and re.search(rf"layer \d of 2 · head \d of {heads}\b", caption)
+    assert "your own parameters" in caption and re.search(rf"layer \d of 2\b.* head \d of {heads}\b", caption)
     expect(page.locator(THUMBS)).to_have_count(heads, timeout=UPDATE_TIMEOUT_MS)  # every head of the layer
     expect(page.locator(".mha-real-big .mha-heatmap-alt")).to_contain_text(name, timeout=UPDATE_TIMEOUT_MS)
     assert page.locator(BIG).count() == 1
