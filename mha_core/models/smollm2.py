@@ -168,18 +168,24 @@ class SmolLM2(Model):
         a = self.arrays
         x = embed(a["tok_embed"], ids)  # (N, d_model)
         hidden, maps = [x], []
-        for i, (p, attention) in enumerate(zip(self.layers, self.layer_attention, strict=True)):
-            attn, w = multi_head_attention(
-                rms_norm(x, p["attn_norm"], self.eps), attention, self.n_heads,
-                n_kv_heads=self.n_kv_heads, causal=True, rope_base=self.rope_base, return_weights=True,
-                head_mask=None if head_mask is None else head_mask[i],
-            )  # (N, d_model), (h, N, N)
-            x = x + attn  # (N, d_model)
-            x = x + self._ffn(x, p)  # (N, d_model)
+        for i in range(self.n_layers):
+            x, w = self.layer(x, i, head_mask=None if head_mask is None else head_mask[i])  # (N, d_model), (h, N, N)
             hidden.append(x)
             maps.append(w)
         out = self._head(x) if logits else None  # (N, vocab)
         return Forward(hidden=np.stack(hidden), attention=np.stack(maps), logits=out)
+
+    def layer(self, x: np.ndarray, i: int, head_mask=None) -> tuple[np.ndarray, np.ndarray]:
+        """Decoder layer ``i`` on the residual stream ``x`` (N, d_model): returns the stream after it
+        (N, d_model) and the layer's attention weights (h, N, N). ``head_mask``: bool (h,)."""
+        p = self.layers[i]
+        attn, w = multi_head_attention(
+            rms_norm(x, p["attn_norm"], self.eps), self.layer_attention[i], self.n_heads,
+            n_kv_heads=self.n_kv_heads, causal=True, rope_base=self.rope_base, return_weights=True,
+            head_mask=head_mask,
+        )  # (N, d_model), (h, N, N)
+        x = x + attn  # (N, d_model)
+        return x + self._ffn(x, p), w  # (N, d_model)
 
     def _ffn(self, x: np.ndarray, p: dict) -> np.ndarray:
         """The layer's pre-norm SwiGLU feed-forward: (M, d_model) -> (M, d_model)."""
