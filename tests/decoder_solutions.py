@@ -119,7 +119,7 @@ def generate(ids, n_new, parts, mistake=None):
     layers = [float64(p) for p in parts.layers]
 
     def run(x, positions):
-        for p, c in zip(layers, caches):
+        for p, c in zip(layers, caches, strict=True):
             x = layer_step(x, p, parts.config, c, positions, mistake)
         return x
 
