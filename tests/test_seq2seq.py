@@ -58,6 +58,11 @@ def test_bad_arguments_are_refused():
         s2s.forward(params, b["src"], b["n_src"] * 0, b["tgt_in"], 2)
     with pytest.raises(ValueError, match="params is missing"):
         s2s.greedy_decode({"src_emb": params["src_emb"]}, b["src"], b["n_src"], 2)
+    cache = s2s.encoder_cache(params, b["src"], b["n_src"], 2)
+    with pytest.raises(ValueError, match=r"x_t must be a float ndarray of shape \(B, d_model\) = \(4, 32\)"):
+        s2s.cross_attend(np.zeros((3, 32)), cache, params, 2)
+    with pytest.raises(TypeError, match="cache must be a CrossCache"):
+        s2s.cross_attend(np.zeros((4, 32)), (cache.K, cache.V), params, 2)
     with pytest.raises(TypeError, match="task must be a ReverseTask"):
         s2s.train("reverse", s2s.Seq2SeqConfig())
 

@@ -317,7 +317,13 @@ def cross_attend(x_t, cache: CrossCache, params, n_heads: int) -> tuple[np.ndarr
     out : ndarray of shape (B, d_model), to add to the stream
     weights : ndarray of shape (B, h, P): where each head reads in the source
     """
-    cross = _layer(params, "cross")
+    if not isinstance(cache, CrossCache):
+        raise TypeError(f"cache must be a CrossCache (from encoder_cache), got {type(cache).__name__}")
+    cross = _layer(_check_params(params), "cross")
+    B, d = cache.K.shape[0], cross["W_Q"].shape[0]
+    if not isinstance(x_t, np.ndarray) or not np.issubdtype(x_t.dtype, np.floating) or x_t.shape != (B, d):
+        raise ValueError(f"x_t must be a float ndarray of shape (B, d_model) = ({B}, {d}), one new token per "
+                         f"source, got {getattr(x_t, 'dtype', type(x_t).__name__)} {getattr(x_t, 'shape', '')}")
     q = split_heads(linear(x_t[:, None, :], cross, "Q"), n_heads)  # (B, 1, h*d_k) -> (B, h, 1, d_k)
     heads, w = scaled_dot_product_attention(q, cache.K, cache.V, cache.mask)  # (B, h, 1, d_v), (B, h, 1, P)
     out = linear(merge_heads(heads), cross, "O")  # (B, 1, h*d_v) @ W_O -> (B, 1, d_model)
