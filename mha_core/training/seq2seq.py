@@ -29,7 +29,6 @@ given seed. The shipped weights (``weights/reverse.npz``, ``weights/reverse.json
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -48,7 +47,7 @@ from ..core.config import MHAConfig, as_rng, init_params
 from ..core.mha import linear
 from ..core.validate import WEIGHT_NAMES, check_positive_int
 from .tasks import IGNORE
-from .trainer import EMB_STD, adam_step, cross_entropy
+from .trainer import EMB_STD, cross_entropy, run_adam
 
 DIGITS = 10
 BOS, EOS, PAD = 10, 11, 12
@@ -389,19 +388,14 @@ def train(task: ReverseTask, config: Seq2SeqConfig, progress=None) -> tuple[dict
         raise TypeError(f"task must be a ReverseTask, got {type(task).__name__}")
     if not isinstance(config, Seq2SeqConfig):
         raise TypeError(f"config must be a Seq2SeqConfig, got {type(config).__name__}")
-    init_seq, data_seq = np.random.SeedSequence(config.seed).spawn(2)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable (step, steps, loss), got {type(progress).__name__}")
+    init_seq, data_seq = np.random.SeedSequence(config.seed).spawn(2)  # the weights, and the batches
     params = init_seq2seq(task, config, np.random.default_rng(init_seq))
     data = np.random.default_rng(data_seq)
-    state = {"t": 0, "m": {}, "v": {}}
-    losses = np.empty(config.steps)
-    start = time.perf_counter()
-    for step in range(config.steps):
-        loss, grads = loss_and_grads(params, task.sample(data, config.batch), config.n_heads)
-        adam_step(params, grads, state, config.lr)
-        losses[step] = loss
-        if progress is not None:
-            progress(step + 1, config.steps, loss)
-    return params, losses, time.perf_counter() - start
+    losses, seconds = run_adam(params, lambda: loss_and_grads(params, task.sample(data, config.batch), config.n_heads),
+                               config.steps, config.lr, progress)
+    return params, losses, seconds
 
 
 def save_reverse(params: dict, record: dict, weights=WEIGHTS_FILE, record_file=RECORD_FILE) -> None:
