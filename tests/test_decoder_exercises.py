@@ -89,6 +89,19 @@ def test_each_layer_mistake_is_named(smollm2, name):
     assert "Fix:" in fb.message
 
 
+def test_every_layer_mistake_is_far_outside_the_tolerance(smollm2):
+    """The right answer (plain NumPy, float64) is within LAYER_RTOL on both cases; each named mistake
+    is off by 100x that on at least one, so no mistake passes and no right answer is named."""
+    from mha_core.teaching import decoder_exercises as dx
+
+    p, cfg = layer_weights(smollm2, dx.DECODER_LAYER), layer_config(smollm2)
+    cases = dx._layer_cases(smollm2, dx.DECODER_LAYER, dx.DECODER_TEXT)
+    assert max(dx._relative_error(solution.decoder_layer(x, p, cfg), want) for _, x, want in cases) < dx.LAYER_RTOL / 10
+    for m in DECODER_MISTAKES:
+        gap = max(dx._relative_error(dx._layer(x, p, cfg, **m.options), want) for _, x, want in cases)
+        assert gap > 100 * dx.LAYER_RTOL, m.name
+
+
 def test_the_layer_checker_names_every_mistake_the_issue_lists():
     issue = {"rope_on_v", "rope_on_scores", "rope_after_attention", "kv_tiled", "layer_norm", "eps_outside_sqrt",
              "no_attention_residual", "no_ffn_residual", "no_causal_mask", "silu_gate_swapped"}
