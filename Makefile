@@ -207,6 +207,7 @@ bench-before-after: $(STAMP)  ## same-run speed of the layer at REV (default mai
 
 weights: $(STAMP)  ## retrain the shipped toy models -> mha_core/training/weights/
 	$(BIN)/python scripts/train_toy_models.py
+	$(BIN)/python scripts/train_seq2seq.py
 
 # The .ipynb files are the single source of the lessons. Re-execute in place and strip noisy
 # metadata (keeps outputs for strict nbval). NB= limits it to some notebooks.

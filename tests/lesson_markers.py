@@ -65,6 +65,9 @@ LESSONS_OF_FILE: dict[str, tuple[str, ...]] = {
     "test_real_head_figures.py": ("10",),
     "test_flash.py": ("11",),
     "test_tiled.py": ("11",),
+    # the model that writes: the decoder layer, the loop, the encoder-decoder
+    "test_decoder_exercises.py": ("13",),
+    "test_seq2seq.py": ("13",),
 }
 
 

@@ -80,18 +80,23 @@ class Decoder(Model):
         head_mask = self.check_head_mask(head_mask)
         x = self.embed(ids)  # (N, d_model)
         hidden, maps = [x], []
-        for i, (p, attention) in enumerate(zip(self.layers, self.layer_attention, strict=True)):
-            attn, w = multi_head_attention(
-                self.attention_input(x, p), attention, self.n_heads, n_kv_heads=self.n_kv_heads,
-                causal=True, rope_base=self.rope_base, return_weights=True,
-                head_mask=None if head_mask is None else head_mask[i],
-            )  # (N, d_model), (h, N, N)
-            x = x + attn  # (N, d_model)
-            x = x + self.mlp(x, p)  # (N, d_model)
+        for i in range(self.n_layers):
+            x, w = self.layer(x, i, None if head_mask is None else head_mask[i])  # (N, d_model), (h, N, N)
             hidden.append(x)
             maps.append(w)
         out = self._head(x) if logits else None  # (N, vocab)
         return Forward(hidden=np.stack(hidden), attention=np.stack(maps), logits=out)
+
+    def layer(self, x: np.ndarray, i: int, head_mask=None) -> tuple[np.ndarray, np.ndarray]:
+        """Layer ``i`` on the residual stream ``x`` (N, d_model): the stream after it (N, d_model)
+        and the layer's attention weights (h, N, N). ``head_mask``: bool (h,) or None."""
+        p = self.layers[i]
+        attn, w = multi_head_attention(
+            self.attention_input(x, p), self.layer_attention[i], self.n_heads, n_kv_heads=self.n_kv_heads,
+            causal=True, rope_base=self.rope_base, return_weights=True, head_mask=head_mask,
+        )  # (N, d_model), (h, N, N)
+        x = x + attn  # (N, d_model)
+        return x + self.mlp(x, p), w  # (N, d_model), (h, N, N)
 
     def _unembed(self, x: np.ndarray) -> np.ndarray:
         """The output projection, after the final norm: (M, d_model) -> (M, vocab)."""
