@@ -86,20 +86,28 @@ def test_the_release_is_in_nbgraders_format(released):
 # -- submissions ----------------------------------------------------------------------------------
 
 def _solution_cells() -> tuple[dict, dict]:
-    """From notebooks/solutions/: each checker's first asserted-correct call (its argument and the
-    statements before it), and every function the asserted-correct cells define."""
+    """From notebooks/solutions/: each checker's first right answer (its argument and the
+    statements before it), and every function the right answers' cells define. A right answer is
+    a call whose verdict the cell asserts ``ok`` (solutions.ipynb), or a bare checker call on the
+    exercise's own name (block_solutions.ipynb: ``check_rms_norm(my_rms_norm)``, while its wrong
+    answers have names of their own)."""
+    answers = {ex.answer for ex in coursework.exercises()}
     calls, functions = {}, {}
     for path in sorted((NOTEBOOKS / "solutions").glob("*.ipynb")):
         for cell in (c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"):
             body = ast.parse(cell.source).body
-            if not any(isinstance(s, ast.Assert) and ast.unparse(s.test) == "verdict.ok" for s in body):
-                continue
-            i, call = next((i, s.value) for i, s in enumerate(body)
-                           if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call))
-            key = call.func.id + (f":{call.args[0].value}" if call.func.id == "check_answer" else "")
-            arg = call.args[1] if call.func.id == "check_answer" else call.args[0]
-            calls.setdefault(key, (body[:i], arg))
-            functions.update({s.name: s for s in body if isinstance(s, ast.FunctionDef)})
+            asserted = any(isinstance(s, ast.Assert) and ast.unparse(s.test) == "verdict.ok" for s in body)
+            for i, s in enumerate(body):
+                call = s.value if isinstance(s, (ast.Assign, ast.Expr)) else None
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                        and call.func.id.startswith("check_")):
+                    continue
+                arg = call.args[1] if call.func.id == "check_answer" else call.args[0]
+                if asserted or (isinstance(s, ast.Expr) and isinstance(arg, ast.Name) and arg.id in answers):
+                    key = call.func.id + (f":{call.args[0].value}" if call.func.id == "check_answer" else "")
+                    calls.setdefault(key, (body[:i], arg))
+                    functions.update({f.name: f for f in body if isinstance(f, ast.FunctionDef)})
+                break
     return calls, functions
 
 
