@@ -12,7 +12,11 @@ import ast
 import builtins
 import csv
 import importlib.util
+import os
+import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -213,3 +217,39 @@ def test_the_solutions_pass_every_exercise_and_mistakes_are_named(released, tmp_
     assert {g: r.label for g, r in table["solutions"].items()} == {ex.grade_id: "passed" for ex in found}
     for grade_id, (_, pitfall) in MISTAKES.items():
         assert table["slips"][grade_id].label == f"mistake: {pitfall}"
+
+
+@pytest.mark.slow  # nbgrader's own command line: generate_assignment, autograde, export (about a minute)
+def test_nbgrader_itself_generates_and_autogrades_the_source(released, tmp_path):
+    """The teacher's copy (build/release-source/) is an nbgrader source as nbgrader reads it: its
+    generate_assignment accepts it, and its autograde, with its SQLite gradebook, scores a student
+    who solved the capstone 5 points (the capstone's five exercises) and one who got a number wrong 0."""
+    _, source, summary = released
+    course = tmp_path / "course"
+    shutil.copytree(source, course / "source" / "mha")
+    (course / "nbgrader_config.py").write_text(
+        f'c = get_config()\nc.CourseDirectory.course_id = "mha"\nc.CourseDirectory.root = r"{course}"\n')
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "OPENBLAS_NUM_THREADS": "1"}
+
+    def nbgrader(*args):
+        return subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
+                              capture_output=True, text=True, check=True)
+
+    nbgrader("generate_assignment", "mha", "--force")
+    assert sorted(p.name for p in (course / "release" / "mha").glob("*.ipynb")) == \
+        sorted({ex.notebook for ex in summary["exercises"]})
+    capstone = [ex for ex in summary["exercises"] if ex.notebook == CAPSTONE]
+    handed = {"ada": {ex.grade_id: _solved(ex) for ex in capstone},
+              "bob": {"12-params_768_12": "params_768_12 = 12 * 4 * 768 * 768"}}  # the x h slip
+    for student, answers in handed.items():
+        nbgrader("db", "student", "add", student)
+        folder = course / "submitted" / student / "mha"
+        folder.mkdir(parents=True)
+        nb = nbformat.read(course / "release" / "mha" / CAPSTONE, as_version=4)
+        nbformat.write(_fill(nb, answers), folder / CAPSTONE)
+    nbgrader("autograde", "mha")
+    nbgrader("export", f"--to={tmp_path / 'grades.csv'}")
+    with (tmp_path / "grades.csv").open() as f:
+        scores = {r["student_id"]: (float(r["score"]), float(r["max_score"])) for r in csv.DictReader(f)}
+    assert scores == {"ada": (len(capstone), len(summary["exercises"])), "bob": (0, len(summary["exercises"]))}

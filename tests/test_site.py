@@ -116,7 +116,7 @@ def student_site(tmp_path_factory):
 
 
 def _all_text(out: Path) -> str:
-    return flat(" ".join(_soup(p).get_text(" ") for p in sorted(out.glob("*.html"))))
+    return flat(" ".join(_soup(p).get_text() for p in sorted(out.glob("*.html"))))  # no separator: code is split into spans
 
 
 def test_the_default_site_has_no_solutions_and_no_answers(site, student_site):
