@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
 import sys
 from itertools import pairwise
 from pathlib import Path
@@ -257,6 +258,10 @@ def test_the_site_is_for_students_unless_asked():
     spec.loader.exec_module(build_site)
     assert "`make site FOR=teachers` adds the solutions" in FLAT
     assert re.search(r"^FOR \?= students$", (REPO / "Makefile").read_text(), re.M)
+    for args, flag in (([], False), (["FOR=teachers"], True)):
+        dry = subprocess.run(["make", "-n", "site", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout
+        line = next(ln for ln in dry.splitlines() if "scripts/build_site.py" in ln)
+        assert ("--for-teachers" in line) is flag, line
     students = {p.kind for p in build_site.discover()}
     teachers = {p.kind for p in build_site.discover(for_teachers=True)}
     assert not students & {"solutions", "guide"} and {"solutions", "guide"} <= teachers
