@@ -295,7 +295,7 @@ def write_tables(table: dict[str, dict[str, Result]], out: Path) -> tuple[Path, 
         writer.writerow(["student", *ids, "passed"])
         for student, row in table.items():
             writer.writerow([student, *(row[g].label for g in ids), total[student]])
-    lines = ["# Grades", "", f"{len(table)} students, {len(ids)} exercises, one point each.", "",
+    lines = ["# Grades", "", f"{len(table)} student{'s' * (len(table) != 1)}, {len(ids)} exercises, one point each.", "",
              "| student | " + " | ".join(ids) + " | passed |", "|---" * (len(ids) + 2) + "|"]
     lines += [f"| {s} | " + " | ".join(row[g].label for g in ids) + f" | {total[s]} of {len(ids)} |"
               for s, row in table.items()]
