@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help python-check preflight venv models references test test-slow test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-long profile-tiled bench-before-after weights notebooks check-notebooks site handout clean
+.PHONY: help python-check preflight venv models references test test-slow test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-long profile-tiled bench-before-after weights notebooks check-notebooks site handout release grade clean
 
 # `make help` lists every target that has a `## description` on its rule line, so it cannot drift.
 help:  ## this list
@@ -225,12 +225,25 @@ check-notebooks: notebooks  ## after editing a lesson: re-execute, then strict n
 # The course as a static site (scripts/build_site.py; docs/site.md):
 # build/site/ from the committed executed notebooks, KaTeX and every asset bundled (no CDN).
 # Only the notebooks with widgets are run again, in memory, for their widget state.
-# SITE_ARGS="--binder https://mybinder.org/v2/gh/OWNER/REPO/HEAD --for-students": links to Binder,
-# and a site without the solutions and the teacher's guide.
+# For students by default: no solutions, no teacher's guide (its answers). FOR=teachers puts them in.
+# SITE_ARGS="--binder https://mybinder.org/v2/gh/OWNER/REPO/HEAD": every lesson links to Binder.
+FOR ?= students
 SITE_ARGS ?=
-site: $(STAMP) $(KATEX)  ## the course as a static site in build/site/ (serve: python -m http.server -d build/site)
+site: $(STAMP) $(KATEX)  ## the course as a static site for students in build/site/ (FOR=teachers: with solutions and the guide)
+	@case "$(FOR)" in students|teachers) ;; *) echo "FOR must be students or teachers, got '$(FOR)'"; exit 2;; esac
 	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
-	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/build_site.py --out build/site $(SITE_ARGS)
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/build_site.py --out build/site $(if $(filter teachers,$(FOR)),--for-teachers) $(SITE_ARGS)
+
+# Hand out, collect, grade (scripts/coursework.py; docs/teachers_guide.md, "Hand out, collect, grade"):
+# the students' copy of the course in nbgrader's format (no solutions, no guide, exercises as stubs
+# followed by graded cells), and the teacher's nbgrader source notebooks with the hidden tests.
+release: $(STAMP)  ## the students' copy of the course -> build/release/ (no solutions; nbgrader format)
+	$(BIN)/python scripts/coursework.py release --out build/release --source-out build/release-source
+
+# SUBMISSIONS=folder with one sub-folder per student (nbgrader's submitted/ works as it is).
+grade: $(STAMP)  ## grade handed-in notebooks: make grade SUBMISSIONS=dir -> build/grades/grades.csv, .md
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder (one sub-folder per student)"; exit 2; }
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/coursework.py grade "$(SUBMISSIONS)" --out build/grades
 
 # The class handout: shapes, the four formulas, the round trip and the counts, computed by mha_core.
 handout: $(STAMP)  ## one printable page for a class -> build/handout.html (print it from a browser)
