@@ -6,8 +6,8 @@ from .core import D_MODEL, GEMM_N, MAX_SCORE_BYTES
 
 # The goals for the fused forward.
 HEADLINE_H, HEADLINE_DTYPE, HEADLINE_LENGTHS = 8, "float32", (100, 512, 2048)
-GEMM_GOAL = 0.70  # fraction of the measured GEMM rate at projection-bound sizes
-# A size is projection-bound when the four projections are most of the MACs:
+GEMM_GOAL = 0.70  # fraction of the measured GEMM rate at projection-dominated sizes
+# A size is projection-dominated when the four projections are most of the MACs:
 # 4*N*d_model^2 > 2*N^2*d_model, i.e. N < 2*d_model.
 PROJECTION_BOUND_SHARE = 0.5
 
@@ -58,7 +58,7 @@ def goals(results: dict) -> list[dict]:
             f = r["gemm_fraction"]["numpy"]
             one = _single(results, r["N"]) if (r["h"], r["B"], r["dtype"]) == (HEADLINE_H, 1, HEADLINE_DTYPE) else None
             out.append({
-                "goal": f">= {GEMM_GOAL:.0%} of GEMM rate, projection-bound h={r['h']} N={r['N']} B={r['B']} {r['dtype']}",
+                "goal": f">= {GEMM_GOAL:.0%} of GEMM rate, projection-dominated h={r['h']} N={r['N']} B={r['B']} {r['dtype']}",
                 "measured": f"{f:.0%} ({r['gflops']['numpy']:.0f} of {r['gemm_gflops']:.0f} GFLOP/s; "
                             f"torch {r['gemm_fraction']['torch']:.0%})",
                 "one_thread": "" if one is None else f"{one['gemm_fraction']['numpy']:.0%} of the 1-thread GEMM",

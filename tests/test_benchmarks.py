@@ -85,7 +85,7 @@ def test_goals_judge_each_size_from_its_own_ratio():
     results = {"machine": {"numpy_blas_threads": 2}, "core": [
         _row(8, 100, 1, numpy_s=1.0, torch_s=1.2),  # faster than torch, 80% of GEMM
         _row(8, 512, 1, numpy_s=1.0, torch_s=0.8, frac=0.5),  # slower, 50% of GEMM
-        _row(8, 2048, 1, numpy_s=1.0, torch_s=0.5, share=0.3),  # attention-bound: no GEMM goal
+        _row(8, 2048, 1, numpy_s=1.0, torch_s=0.5, share=0.3),  # attention-dominated: no GEMM goal
         {"h": 64, "N": 2048, "B": 8, "dtype": "float32", "d_k": 8, "skipped": "too big"},
     ]}
     verdicts = {g["goal"]: g["met"] for g in report.goals(results)}
@@ -93,8 +93,8 @@ def test_goals_judge_each_size_from_its_own_ratio():
         "fused >= torch, h=8 float32 N=100 B=1": True,
         "fused >= torch, h=8 float32 N=512 B=1": False,
         "fused >= torch, h=8 float32 N=2048 B=1": False,
-        ">= 70% of GEMM rate, projection-bound h=8 N=100 B=1 float32": True,
-        ">= 70% of GEMM rate, projection-bound h=8 N=512 B=1 float32": False,
+        ">= 70% of GEMM rate, projection-dominated h=8 N=100 B=1 float32": True,
+        ">= 70% of GEMM rate, projection-dominated h=8 N=512 B=1 float32": False,
     }
 
 

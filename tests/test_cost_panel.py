@@ -50,7 +50,7 @@ def test_cost_panel():
     assert "<span class='mha-cost-crossover'>1,024</span>" in p.numbers.value
     assert f"{4 * 100 * 512**2:,}" in p.worked.value and f"{2 * 2000**2 * 512:,}" in p.worked.value
     p.N.value = 2000
-    assert "attention-bound" in p.numbers.value
+    assert "attention-dominated" in p.numbers.value
     p.d_model.value = 64
     assert p.h.options == C.divisors(64) and p.h.value == 8
     assert "<span class='mha-cost-crossover'>128</span>" in p.numbers.value

@@ -436,10 +436,10 @@ def test_cost_and_kv_panels(loaded):
     expect(page.locator(".mha-cost-attn")).to_have_text(f"{2 * 2000**2 * 512:,}", timeout=UPDATE_TIMEOUT_MS)
     expect(page.locator(".mha-cost-proj")).to_have_text(f"{4 * 2000 * 512**2:,}")
     expect(page.locator(".mha-cost-crossover")).to_have_text(f"{2 * 512:,}")
-    assert "attention-bound" in _text(page, ".mha-cost-numbers")
+    assert "attention-dominated" in _text(page, ".mha-cost-numbers")
     _set_selection(page, ".mha-cost-d_model", COST_D_MODELS.index(4096), "4096")
     expect(page.locator(".mha-cost-crossover")).to_have_text(f"{2 * 4096:,}", timeout=UPDATE_TIMEOUT_MS)
-    assert "projection-bound" in _text(page, ".mha-cost-numbers")
+    assert "projection-dominated" in _text(page, ".mha-cost-numbers")
     worked = _text(page, ".mha-cost-worked")
     assert f"{4 * 100 * 512**2:,}" in worked and f"{2 * 100**2 * 512:,}" in worked
 

@@ -40,6 +40,15 @@ def largest_weight_a_few_times_uniform(top, N):
 
 
 @CLAIMS(
+    r"though a single row can still put most of its weight on one key (section 1 prints the largest weight)",
+    after="i, q_i, k_i = np.unravel_index(weights.argmax()",
+)
+def one_row_puts_most_weight_on_one_key(weights, N):
+    assert weights.max() > 0.5  # most of a row's weight, many times the uniform 1/N
+    assert weights.max() * N > 5
+
+
+@CLAIMS(
     r"far from the 1 of a head that picks one key",
     after='query = tokens.index("it")',
 )

@@ -64,7 +64,7 @@ def projections_linear_attention_quadratic(doubled, at_cross):
 
 
 @CLAIMS(
-    r"`trace_config` runs the layer and counts every matmul it actually performs.",
+    r"the agreement checks that the real arrays have the shapes the formulas assume.",
     after="traced = trace_config(small, 48)",
 )
 def traced_macs_equal_counted_macs(trace_config, MHAConfig, count_macs):

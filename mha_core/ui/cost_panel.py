@@ -38,8 +38,8 @@ WORKED_D_MODEL, WORKED_H, WORKED_NS = 512, 8, (100, 2000)
 def crossover_n(d_model: int) -> int:
     """Sequence length where attention MACs (2 N^2 d_model) equal projection MACs (4 N d_model^2).
 
-    ``4 N d^2 = 2 N^2 d``  <=>  ``N = 2 d``. Below it the layer is projection-bound, above it
-    attention-bound (``tests/test_cost_panel.py`` checks this against ``count_macs``).
+    ``4 N d^2 = 2 N^2 d``  <=>  ``N = 2 d``. Below it the layer is projection-dominated, above it
+    attention-dominated (``tests/test_cost_panel.py`` checks this against ``count_macs``).
 
     Parameters
     ----------
@@ -127,7 +127,7 @@ class CostPanel(Panel):
     def _render(self, d_model, h, N) -> None:
         s = cost_state(d_model, h, N)
         m = s["macs"]
-        regime = "projection-bound" if m["projections"] > m["attention"] else "attention-bound"
+        regime = "projection-dominated" if m["projections"] > m["attention"] else "attention-dominated"
         self.numbers.value = (
             f"<div>params = <span class='mha-cost-params'>{s['params']:,}</span> (the same for every h) "
             f"&nbsp;|&nbsp; MACs at N={N:,}: projections <span class='mha-cost-proj'>{m['projections']:,}</span>, "
