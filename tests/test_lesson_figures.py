@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -172,6 +174,17 @@ def test_time_attention_parts_times_each_part_for_each_h():
 def test_fastest_ms_keeps_the_fastest_round_and_the_medians_distance_above_it():
     (best, spread), = F.fastest_ms({"a": lambda: sum(range(2000))}, rounds=5).values()
     assert best > 0 and spread >= 0
+
+
+def test_fastest_ms_runs_each_call_once_per_round_after_one_warm_up():
+    calls = {"a": 0, "b": 0}
+
+    def count(key):
+        calls[key] += 1
+
+    measured = F.fastest_ms({key: partial(count, key) for key in calls}, rounds=4)
+    assert calls == {"a": 5, "b": 5}  # one warm-up, then one call (one sample) per round
+    assert set(measured) == {"a", "b"}
 
 
 @pytest.mark.parametrize(("a", "b", "apart"), [

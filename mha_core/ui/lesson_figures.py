@@ -10,7 +10,6 @@ alt text from the same numbers, and displays the figure with :func:`mha_core.ui.
 from __future__ import annotations
 
 import time
-import timeit
 from collections.abc import Mapping, Sequence
 from functools import partial
 
@@ -249,26 +248,33 @@ def show_clock(heads: Sequence[int], timing: Mapping[int, dict], spread: Mapping
         f"times vary by machine and load."))
 
 
-def fastest_ms(runs: Mapping, rounds: int = 15) -> dict:
+EVICT_BYTES = 64 * 2**20  # more than any processor cache: reading it pushes the timed arrays out
+
+
+def fastest_ms(runs: Mapping, rounds: int = 30) -> dict:
     """The fastest wall time (ms) of each ``fn()`` in ``runs`` (key -> fn) over ``rounds``
     interleaved rounds, and its spread: how far the median round lies above the fastest, as a
     fraction of the fastest. Returns key -> (ms, spread).
 
-    Timed as notebook 06's ``profile_decode_step`` times: BLAS on one thread (no thread waits for
-    a core another program holds) and the fastest round kept (the one least disturbed). Short
-    calls are repeated so that one sample lasts at least 2 ms.
+    The method of notebooks 05 and 06: BLAS on one thread (no thread waits for a core another
+    program holds); in each round every call runs once, the calls interleaved so that noise hits
+    them all alike; before each call a 64 MiB buffer is read and written, so that the call's
+    arrays come from main memory every time, not from the processor's caches; the fastest round
+    is kept (the one least disturbed) and the median shows how much the others were.
     """
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise ValueError(f"rounds must be a positive int, got {rounds!r}")
-    numbers = {}
+    evict = np.ones(EVICT_BYTES // 8)  # float64
     samples = {key: [] for key in runs}
     with threadpool_limits(limits=1, user_api="blas"):
-        for key, fn in runs.items():  # warm up, and find how many calls make a sample of >= 2 ms
-            once = timeit.timeit(fn, number=1)
-            numbers[key] = max(1, int(2e-3 / max(once, 1e-9)))
+        for fn in runs.values():
+            fn()  # warm up: the first call pays for allocations that later ones do not
         for _ in range(rounds):
-            for key, fn in runs.items():  # interleaved: noise hits every key alike
-                samples[key].append(1e3 * timeit.timeit(fn, number=numbers[key]) / numbers[key])
+            for key, fn in runs.items():
+                evict += 1.0  # reads and writes 64 MiB: the call's arrays leave the caches
+                start = time.perf_counter()
+                fn()
+                samples[key].append((time.perf_counter() - start) * 1e3)
     result = {}
     for key, ms in samples.items():
         best, med = float(np.min(ms)), float(np.median(ms))
@@ -283,7 +289,7 @@ def clearly_apart(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return abs(t_a - t_b) > s_a * t_a + s_b * t_b
 
 
-def time_attention_parts(x: np.ndarray, heads: Sequence[int], *, rounds: int = 15,
+def time_attention_parts(x: np.ndarray, heads: Sequence[int], *, rounds: int = 30,
                          seed: int = 0) -> tuple[dict, dict]:
     """For each h of ``heads``: the fastest ms of the layer's forward pass on ``x`` (N, d_model), of
     the two attention matmuls (QKᵀ and the weights times V, on random (h, N, d_k) arrays) and of the
@@ -408,7 +414,6 @@ def show_kv_cache_sizes(n_kvs: Sequence[int], gib: Sequence[float], *, n_tokens:
         + ", ".join(f"{g:g} GiB" for g in gib) + ". Each halving of n_kv halves the cache."))
 
 
-EVICT_BYTES = 64 * 2**20  # more than any processor cache: reading it pushes the step's arrays out
 DECODE_STAGES = ("projections", "scores q·Kᵀ", "softmax", "weights·V", "checks + cache write")
 
 
@@ -421,12 +426,11 @@ def profile_decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCa
     the cached keys), ``softmax`` (``h·t`` exponentials), ``weights·V`` (reads the cached values)
     and ``checks + cache write`` (the argument checks and storing the new key and value).
 
-    How it is timed: the fastest of ``repeats`` runs of each (the run least disturbed by other
-    programs), interleaved; before each run a
-    64 MiB buffer is read and written, so that the step's arrays come from main memory, as in a
-    real model whose other layers push them out of the processor's caches between two tokens;
-    BLAS runs on one thread, so that the stages add up to the step and no thread waits for a core
-    that another program holds. The cache is rewound after each step.
+    How it is timed: by ``fastest_ms`` with ``rounds=repeats`` (one BLAS thread, so that the stages
+    run one after another and add up to the step; 64 MiB read before each run, so that the step's
+    arrays come from main memory, as in a real model whose other layers push them out of the
+    processor's caches between two tokens; the fastest run kept). The cache is rewound after
+    each step.
 
     Returns ``(fastest, spread)``: ``{"step": ms, "projections": ms, ...}`` with the keys of
     ``DECODE_STAGES``, and for each key how far the median run lies above the fastest, as a
@@ -470,17 +474,8 @@ def profile_decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCa
              "softmax": lambda: softmax(scores),  # (n_kv, h/n_kv, t)
              "weights·V": lambda: weights @ V,  # (n_kv, h/n_kv, t) @ (n_kv, t, d_v) -> (n_kv, h/n_kv, d_v)
              "checks + cache write": checks_and_write}
-    evict = np.ones(EVICT_BYTES // 8)  # float64
-    times = {name: [] for name in calls}
-    with threadpool_limits(limits=1, user_api="blas"):
-        for _ in range(repeats):
-            for name, call in calls.items():
-                evict += 1.0  # reads and writes 64 MiB: the step's arrays leave the caches
-                start = time.perf_counter()
-                call()
-                times[name].append((time.perf_counter() - start) * 1e3)
-    fastest = {name: min(ms) for name, ms in times.items()}
-    return fastest, {name: (float(np.median(ms)) - fastest[name]) / fastest[name] for name, ms in times.items()}
+    measured = fastest_ms(calls, rounds=repeats)
+    return {name: ms for name, (ms, _) in measured.items()}, {name: s for name, (_, s) in measured.items()}
 
 
 def show_decode_profile(profile: Mapping[str, Mapping[str, float]], read_mib: Mapping[str, float]) -> None:
