@@ -99,7 +99,9 @@ test-fast: $(STAMP)  ## the fast loop: numpy-only tests, no models, no browser, 
 # waiting for one to start, at the price of one idle kernel each, kept warm (docs/dashboard.md);
 # POOL=0 turns preheating off.
 POOL ?= 1
-VOILA := OPENBLAS_NUM_THREADS=1 $(BIN)/voila --port=$(PORT)
+# `exec`: the recipe's shell becomes voila, so Ctrl-C or a TERM to make reaches voila, which shuts
+# its kernels down (a shell left between them died alone and left the server running).
+VOILA := OPENBLAS_NUM_THREADS=1 exec $(BIN)/voila --port=$(PORT)
 
 # The models are fetched first when missing; offline with an empty cache the dashboard still
 # starts (the leading '-' ignores the failure) and its real-model panel names `make models`.

@@ -9,19 +9,20 @@ no subprotocol) is refused with HTTP 400 naming the protocol; before mha_serve.w
 the server looping in Voila's header parser, growing by ~25 MB a second and serving nobody.
 ``test_malformed_and_oversized_frames``: frames a page never sends are dropped and logged, the
 socket and the kernel go on.
-``test_term_while_busy``: TERM to ``make dashboard``'s and ``make classroom``'s server while
-kernels are busy: it exits in bounded time and leaves no kernel behind.
+``test_stop_while_busy``: ``make dashboard`` and ``make classroom`` stopped by TERM or Ctrl-C while
+a kernel is busy: they exit in bounded time and leave no kernel behind.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from class_probe import KernelClient, get_page, kernel_id, pack, sliders, student
@@ -170,61 +171,63 @@ def _alive_pids(pids: list[int]) -> list[int]:
     return alive
 
 
-def _serve(cmd: list[str], port: int) -> subprocess.Popen:
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    deadline = time.monotonic() + 120
+def _make(target: str, port: int) -> subprocess.Popen:
+    """``make TARGET PORT=port`` from the repository root, in a process group of its own (a
+    terminal's), once its server answers."""
+    extra = ["SEATS=4"] if target == "classroom" else []
+    proc = subprocess.Popen(["make", "--no-print-directory", target, f"PORT={port}", *extra], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 180
     while http(f"http://127.0.0.1:{port}/voila/static/voila.js", timeout=2) != 200:
-        assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
+        assert proc.poll() is None and time.monotonic() < deadline, f"make {target} did not start"
         time.sleep(0.3)
     return proc
 
 
-@pytest.mark.parametrize("target", ["dashboard", "classroom"])
-def test_term_while_busy(target):
-    """TERM to the server ``make dashboard`` or ``make classroom SEATS=4`` runs, while a student's
-    kernel is busy and (classroom) the pool is still warming: it exits within STOP_WITHIN_S and
-    every kernel process it started is gone."""
-    from mha_serve.classroom import classroom_command
+async def _keep_busy(url: str) -> None:
+    """A student whose kernel is left busy: a burst of slider moves, every value of a slider."""
+    status, html = await get_page(url)
+    assert status == 200, status
+    client = await KernelClient.open(url, kernel_id(html))
+    comm, state = sliders(await client.request_states())[0]
+    for value in range(state["min"], state["max"] + 1):
+        await client.send("comm_msg", {"comm_id": comm, "data": {
+            "method": "update", "state": {"value": value}, "buffer_paths": []}}, {"version": "2.1.0"})
+    await asyncio.sleep(0.5)
 
+
+@pytest.mark.parametrize("how", ["TERM to make", "Ctrl-C"])
+@pytest.mark.parametrize("target", ["dashboard", "classroom"])
+def test_stop_while_busy(target, how):
+    """``make dashboard`` or ``make classroom SEATS=4`` stopped while a student's kernel is busy
+    (and, in classroom mode, the pool still warming): by TERM to make (a process manager, ``kill``)
+    or by Ctrl-C (SIGINT to the terminal's process group). It exits within STOP_WITHIN_S and every
+    kernel process it started is gone."""
     port = free_port()
-    if target == "dashboard":  # the Makefile's recipe: voila with a pool of POOL=1
-        cmd = [sys.executable, "-m", "voila", "notebooks/dashboard.ipynb", f"--port={port}",
-               "--preheat_kernel=True", "--pool_size=1"]
-    else:
-        cmd = classroom_command(4, port)
-    proc = _serve(cmd, port)
+    proc = _make(target, port)
     kernels: list[int] = []
     try:
-        async def busy():
-            status, html = await get_page(f"http://127.0.0.1:{port}/")
-            client = await KernelClient.open(f"http://127.0.0.1:{port}/", kernel_id(html))
-            states = await client.request_states()
-            comm, state = sliders(states)[0]
-            for value in range(state["min"], state["max"] + 1):  # a burst of moves: the kernel stays busy
-                await client.send("comm_msg", {"comm_id": comm, "data": {
-                    "method": "update", "state": {"value": value}, "buffer_paths": []}}, {"version": "2.1.0"})
-            await asyncio.sleep(0.5)
-            return client
-
-        asyncio.run(busy())
-        kernels = descendants(proc.pid)
+        asyncio.run(_keep_busy(f"http://127.0.0.1:{port}/"))
+        kernels = [pid for pid in descendants(proc.pid) if "ipykernel" in Path(f"/proc/{pid}/cmdline").read_text()]
         assert kernels, "no kernel started"
         t0 = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        if how == "Ctrl-C":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=STOP_WITHIN_S)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"{target}: still running {STOP_WITHIN_S} s after TERM")
+            pytest.fail(f"make {target}: still running {STOP_WITHIN_S} s after {how}")
         stopped = time.monotonic() - t0
         time.sleep(1)
         orphans = _alive_pids(kernels)
-        print(f"\n{target}: TERM with {len(kernels)} kernel processes, one busy: exited in {stopped:.1f} s "
-              f"(code {proc.returncode}), {len(orphans)} left behind")
+        print(f"\nmake {target}, {how} with {len(kernels)} kernels, one busy: make exited in {stopped:.1f} s, "
+              f"{len(orphans)} kernels left behind")
         assert orphans == [], f"{len(orphans)} of {len(kernels)} kernel processes outlived the server"
+        assert http(f"http://127.0.0.1:{port}/voila/static/voila.js", timeout=2) == 0, "the server still answers"
     finally:
-        if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         for pid in _alive_pids(kernels):
             os.kill(pid, signal.SIGKILL)
