@@ -18,6 +18,9 @@ Incoming frames are checked before they reach the kernel.
     same 8-byte count, read by jupyter_server's own parser, would loop as above), or whose
     header, parent header, metadata or content is not a JSON object, is dropped and logged; the
     socket and the kernel go on.
+A dead kernel closes its page's socket.
+    Voila does not restart a dashboard kernel that died (``restart_limit`` 0): its page gets the
+    ``dead`` status, then the socket closes; the page template says to reload (a new seat).
 What the server queues for a slow client is bounded.
     A client that stops reading (a stalled laptop, a script) leaves the server holding what its
     kernel sends. Past ``max_queued_bytes`` waiting to be written, that socket is closed (logged);
@@ -79,6 +82,13 @@ class GuardedKernelConnection(ZMQChannelsWebsocketConnection):
         except WebSocketClosedError:  # closing: what the kernel still sends has nowhere to go
             self.log.debug("Dropped a message for the closed websocket of kernel %s", self.kernel_id)
         return None
+
+    def on_restart_failed(self):
+        """The kernel died and is not restarted (``KernelRestarter.restart_limit`` 0 in voila.json: a
+        restarted kernel has not run the dashboard, so the page would show controls that do
+        nothing). Say so, then close the socket: the page tells its student to reload for a new seat."""
+        super().on_restart_failed()
+        self.websocket_handler.close(1011, "the kernel of this page stopped: reload the page")
 
     def handle_incoming_message(self, incoming_msg) -> None:
         problem = self._frame_problem(incoming_msg)

@@ -136,14 +136,14 @@ def http(url: str, method: str = "GET", timeout: float = 10) -> int:
 
 
 @contextlib.contextmanager
-def voila_server(*extra_args: str, notebook: str = NOTEBOOK, app: str = "voila"):
+def voila_server(*extra_args: str, notebook: str = NOTEBOOK, app: str = "voila", port: int | None = None):
     """Run ``voila notebooks/dashboard.ipynb`` plainly from the repository root (plus ``extra_args``):
     the template and settings come from the environment's Jupyter paths, as on every route.
     ``app="jupyter_server"`` runs ``jupyter server`` with Voila as a server extension instead
     (the JupyterHub/Binder route; pages at ``/voila/render/<notebook>``). ``notebook`` (a path
     from the repository root) serves another notebook the same way, as ``make lesson-slides``
-    does. Yields a ``Server``."""
-    port = free_port()
+    does. ``port``: this one instead of a free one (a server restarted where its pages were). Yields a ``Server``."""
+    port = port or free_port()
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     env.pop("JUPYTER_PATH", None)
     env.pop("JUPYTER_CONFIG_PATH", None)
@@ -229,6 +229,19 @@ def descendants(pid: int) -> list[int]:
                 out += kids
                 todo += kids
     return out
+
+
+def kernel_pids(pid: int) -> dict[str, int]:
+    """The kernels among ``pid``'s descendants: {kernel id: process id} (the id is in the name of
+    the connection file on the kernel's command line, ``kernel-<id>.json``)."""
+    import re
+
+    found = {}
+    for child in descendants(pid):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            if m := re.search(r"kernel-([0-9a-f-]{36})\.json", Path(f"/proc/{child}/cmdline").read_text()):
+                found[m.group(1)] = child
+    return found
 
 
 def tree_rss(pid: int) -> int:

@@ -26,7 +26,15 @@ from pathlib import Path
 
 import pytest
 from class_probe import KernelClient, get_page, kernel_id, pack, sliders, student
-from dashboard_server import REPO, descendants, free_port, http, rss_bytes, voila_server
+from dashboard_server import (
+    REPO,
+    descendants,
+    free_port,
+    http,
+    kernel_pids,
+    rss_bytes,
+    voila_server,
+)
 from tornado.httpclient import HTTPClientError
 from tornado.websocket import websocket_connect
 
@@ -231,3 +239,190 @@ def test_stop_while_busy(target, how):
             os.killpg(proc.pid, signal.SIGKILL)
         for pid in _alive_pids(kernels):
             os.kill(pid, signal.SIGKILL)
+
+
+# -- a student's kernel, connection or server lost -------------------------------------------------
+
+NOTICE = "#mha-connection:not([hidden])"  # the page template's "lost its connection" notice
+FIGURE = ".mha-heads-figure.mha-heatmap[data-drawn] canvas"
+BROWSER_TIMEOUT_MS = 180_000
+
+
+async def _seated(url: str) -> tuple[KernelClient, str, dict]:
+    """A student with its page's states: (its socket, its kernel id, its first slider (id, state))."""
+    status, html = await get_page(url)
+    assert status == 200, status
+    client = await KernelClient.open(url, kernel_id(html))
+    return client, kernel_id(html), sliders(await client.request_states())[0]
+
+
+async def _still_works(client: KernelClient, slider: tuple[str, dict]) -> float:
+    """A move on an already seated student's page answers: its latency in seconds."""
+    comm, state = slider
+    state["value"] = state["value"] - 1 if state["value"] > state["min"] else state["value"] + 1
+    return await client.move(comm, state["value"], timeout=SERVED_WITHIN_S)
+
+
+class LoopThread:
+    """An asyncio loop in a thread of its own, for protocol clients beside Playwright's sync API
+    (which runs a loop of its own in the test's thread)."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+
+
+def _browser_page(playwright, url: str):
+    from dashboard_server import launch_chromium
+
+    browser = launch_chromium(playwright)
+    page = browser.new_page()
+    page.goto(url, timeout=BROWSER_TIMEOUT_MS)
+    page.wait_for_selector(FIGURE, timeout=BROWSER_TIMEOUT_MS)
+    return browser, page
+
+
+def _page_kernel(page) -> str:
+    return kernel_id(page.content())
+
+
+@pytest.mark.browser
+def test_kernel_killed_mid_class():
+    """A student's kernel is killed (out of memory, a crash): Voila does not restart it blank
+    (``restart_limit`` 0), its page says to reload, the reload gets a new kernel, and another
+    student goes on meanwhile."""
+    from playwright.sync_api import sync_playwright
+
+    with voila_server() as srv, sync_playwright() as p:
+        loop = LoopThread()
+        other, _, slider = loop.run(_seated(srv.url))
+        browser, page = _browser_page(p, srv.url)
+        try:
+            victim = _page_kernel(page)
+            os.kill(kernel_pids(srv.proc.pid)[victim], signal.SIGKILL)
+            t0 = time.monotonic()
+            page.wait_for_selector(NOTICE, timeout=BROWSER_TIMEOUT_MS)
+            noticed = time.monotonic() - t0
+            text = page.inner_text("#mha-connection")
+            moved = loop.run(_still_works(other, slider))
+            page.reload(timeout=BROWSER_TIMEOUT_MS)
+            page.wait_for_selector(FIGURE, timeout=BROWSER_TIMEOUT_MS)
+            new = _page_kernel(page)
+            notice_after_reload = page.locator(NOTICE).count()
+        finally:
+            browser.close()
+            loop.loop.call_soon_threadsafe(other.close)
+            loop.close()
+        log = srv.log()
+    print(f"\nkernel killed: the page said so after {noticed:.1f} s ({text!r}); the other student's move "
+          f"{moved * 1000:.0f} ms; the reload drew its heatmaps from a new kernel")
+    assert "Reload the page" in text
+    assert f"Kernel {victim} died" in log and "restarting kernel" not in log
+    assert new and new != victim and notice_after_reload == 0
+
+
+def _drop(client: KernelClient) -> None:
+    """The connection vanishes without a goodbye, as when a laptop's lid closes."""
+    client.ws.stream.close()
+
+
+def test_laptop_sleeps_and_wakes():
+    """A student's connection drops without a close, as a sleeping laptop's does, and comes back
+    (the page reconnects with its session id). Within the grace the page has its kernel back;
+    after it (``disconnect_grace``, 120 s in voila.json, 10 s here so the test does not wait 5
+    minutes; a real sleep also waits out the server's 30 s websocket ping first), the reconnect is
+    refused and a reload gets a new seat. Another student goes on meanwhile."""
+    grace = 10
+    with voila_server(f"--BoundedKernelManager.disconnect_grace={grace}", "--BoundedKernelManager.check_interval=1") as srv:
+        async def run():
+            other, _, other_slider = await _seated(srv.url)
+            sleeper, kernel, slider = await _seated(srv.url)
+            _drop(sleeper)
+            await asyncio.sleep(grace / 3)  # a nap
+            back = await KernelClient.open(srv.url, kernel)  # a page reconnects with the same session
+            nap_states = await back.request_states()
+            await _still_works(back, slider)
+            _drop(back)
+            await asyncio.sleep(grace * 2)  # a long sleep
+            try:
+                await KernelClient.open(srv.url, kernel)
+                refused = None
+            except HTTPClientError as err:
+                refused = err.code
+            moved = await _still_works(other, other_slider)
+            _, new_kernel, _ = await _seated(srv.url)  # the reload
+            other.close()
+            return len(nap_states), refused, moved, new_kernel, kernel
+
+        n_states, refused, moved, new_kernel, kernel = asyncio.run(run())
+        log = srv.log()
+    print(f"\nlaptop: after a {grace / 3:.0f} s nap {n_states} widget states on the same kernel; after "
+          f"{grace * 2} s (grace {grace} s) the reconnect got HTTP {refused} and a reload a new kernel; the "
+          f"other student's move {moved * 1000:.0f} ms")
+    assert n_states > 100
+    assert refused == 404 and new_kernel != kernel
+    assert "its page went away" in log
+
+
+def test_page_flood_beyond_the_cap():
+    """Twice the cap's worth of page loads at once while two students are seated: the extra
+    loads get the 503 "busy" page, the server lives, the seated students' moves answer during
+    the flood, and once the unconnected kernels are shut down a new student gets a page."""
+    cap = 5
+    with voila_server(f"--BoundedKernelManager.max_kernels={cap}", "--BoundedKernelManager.connect_grace=10",
+                      "--BoundedKernelManager.check_interval=1") as srv:
+        async def run():
+            seated = [await _seated(srv.url) for _ in range(2)]
+            flood = [asyncio.create_task(get_page(srv.url)) for _ in range(2 * cap)]
+            moves = [await _still_works(c, s) for c, _, s in seated for _ in range(3)]
+            answers = await asyncio.gather(*flood)
+            await asyncio.sleep(15)  # the flood's kernels: no page connected, shut down after 10 s
+            late = await student(9, srv.url, moves=1)
+            for c, _, _ in seated:
+                c.close()
+            return moves, answers, late
+
+        moves, answers, late = asyncio.run(run())
+        alive = srv.proc.poll() is None
+        log = srv.log()
+    codes = sorted(code for code, _ in answers)
+    print(f"\nflood of {len(answers)} against a cap of {cap} with 2 seated: statuses {codes}; seated moves "
+          f"max {max(moves) * 1000:.0f} ms; a late student afterwards ok={late['ok']}")
+    assert alive and set(codes) == {200, 503} and codes.count(200) == cap - 2
+    assert all("The dashboard is busy" in body for code, body in answers if code == 503)
+    assert len(moves) == 6 and late["ok"], late
+    assert "Kernel cap reached" in log
+
+
+@pytest.mark.browser
+def test_server_restarted():
+    """The server stops and starts again on the same port mid-class: an open page says it lost
+    its connection, and a reload gets a page from the new server."""
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    with sync_playwright() as p:
+        with voila_server(port=port) as srv:
+            browser, page = _browser_page(p, srv.url)
+            first = _page_kernel(page)
+        try:  # the server has stopped (voila_server's exit: TERM, then its kernels are shut down)
+            page.wait_for_selector(NOTICE, timeout=BROWSER_TIMEOUT_MS)
+            text = page.inner_text("#mha-connection")
+            with voila_server(port=port) as srv:
+                page.reload(timeout=BROWSER_TIMEOUT_MS)
+                page.wait_for_selector(FIGURE, timeout=BROWSER_TIMEOUT_MS)
+                second = _page_kernel(page)
+                notice_after_reload = page.locator(NOTICE).count()
+        finally:
+            browser.close()
+    print(f"\nserver restarted: the open page said {text!r}; the reload drew its heatmaps from the new server")
+    assert "Reload the page" in text
+    assert second and second != first and notice_after_reload == 0
