@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models references test test-slow test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-long profile-tiled bench-before-after weights notebooks check-notebooks site handout clean
+.PHONY: help venv models references test test-slow test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-class bench-long profile-tiled bench-before-after weights notebooks check-notebooks site handout clean
 
 # `make help` lists every target that has a `## description` on its rule line, so it cannot drift.
 help:  ## this list
@@ -151,6 +151,12 @@ lab: $(STAMP)  ## JupyterLab on notebooks/ (passes --allow-root when run as root
 # BENCH_ARGS=--quick gives a CI-sized run; see `python -m benchmarks.run --help`.
 bench: references $(MODELS_STAMP)  ## benchmarks -> benchmarks/RESULTS.md and results.json
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
+
+# A class as the server sees it (tests/test_dashboard_load.py::test_class): SEATS protocol clients
+# (tests/class_probe.py) arriving one a second against `make dashboard`'s server and then classroom
+# mode, 2 browser pages after each; figures printed and in build/class-load-*.json. Quiet machine only.
+bench-class: $(STAMP) $(MODELS_STAMP)  ## a class of SEATS (60) against make dashboard and classroom mode -> build/class-load-*.json
+	MHA_CLASS_SEATS=$(SEATS) OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest tests/test_dashboard_load.py -k test_class --run-slow -s -p no:cacheprovider -p no:randomly
 
 # The long-context section alone: RESULTS_long_context.md and results_long_context.json.
 bench-long: references  ## long context vs torch MHA and SDPA, N=100..8192 -> benchmarks/RESULTS_long_context.md
