@@ -266,6 +266,7 @@ def test_class(server):
     assert figures["lost"] == 0, figures["errors"]
     assert all(len(r["moves_s"]) == MOVES for r in records)
     assert [(r["status"], r["errors"], r["outside"]) for r in pages] == [(200, [], [])] * BROWSER_PAGES
+    assert [r["limit"] for r in pages] == [120_000] * BROWSER_PAGES  # the template's anywidget lift ran
     assert sampler.peak_server_bytes <= SERVER_BYTES_BOUND
     assert sampler.peak_bytes <= before["tree"] + (SEATS + BROWSER_PAGES + 1) * KERNEL_BYTES_BOUND
     if server == "classroom":  # every student's page came from a warmed kernel
