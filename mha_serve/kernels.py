@@ -131,13 +131,10 @@ class BoundedKernelManager(AsyncMappingKernelManager):
 
     async def start_kernel(self, *args, **kwargs) -> str:
         pooled = (kwargs.get("env") or {}).get("VOILA_PREHEAT") == "True"  # a start for Voila's pool
-        if pooled:  # first wait for a slot: the cap is checked when the start really begins
+        self._check_cap()
+        if pooled:  # a refill may wait (below); the cap is checked again when it really begins
             await self._wait_for_a_warm_slot()
-        if self.live_kernels() >= self.max_kernels:
-            self.refused += 1
-            self.log.warning("Kernel cap reached: %d kernels alive or starting (max_kernels=%d); "
-                             "answering 503", self.live_kernels(), self.max_kernels)
-            raise KernelCapReached(self.max_kernels)
+            self._check_cap()
         self._start_sweeper()
         if pooled:
             self._warm_starting += 1
@@ -149,6 +146,13 @@ class BoundedKernelManager(AsyncMappingKernelManager):
             self._warm_starting -= pooled
         self._clock[kernel_id] = time.monotonic()
         return kernel_id
+
+    def _check_cap(self) -> None:
+        if self.live_kernels() >= self.max_kernels:
+            self.refused += 1
+            self.log.warning("Kernel cap reached: %d kernels alive or starting (max_kernels=%d); "
+                             "answering 503", self.live_kernels(), self.max_kernels)
+            raise KernelCapReached(self.max_kernels)
 
     def _pool_results(self):
         """The results of Voila's pool entries whose kernel has started (done, not cancelled, no

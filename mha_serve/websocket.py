@@ -23,8 +23,10 @@ A dead kernel closes its page's socket.
     ``dead`` status, then the socket closes; the page template says to reload (a new seat).
 What the server queues for a slow client is bounded.
     A client that stops reading (a stalled laptop, a script) leaves the server holding what its
-    kernel sends. Past ``max_queued_bytes`` waiting to be written, that socket is closed (logged);
-    the page's own reconnection, or a reload, starts it again.
+    kernel sends. Past ``max_queued_bytes`` waiting to be written, that connection is closed
+    (logged); the page's own reconnection, or a reload, starts it again. While a socket closes,
+    the kernel's last messages are still written in the v1 layout (``subprotocol``): jupyter_server
+    would fall back to the legacy one, and Voila's parser would loop on them as above.
 """
 
 from __future__ import annotations
@@ -62,6 +64,14 @@ class GuardedKernelConnection(ZMQChannelsWebsocketConnection):
             raise Finish(refusal + "\n")  # an answer without Voila's missing error.html template
         await super().prepare()
 
+    @property
+    def subprotocol(self):
+        # jupyter_server reads the handler's selected subprotocol for every message, and once the
+        # handler is closing that read fails and it falls back to the legacy layout: the messages
+        # still on their way then reach Voila's parser as legacy frames, and it loops as above.
+        # Only v1 clients get this far (prepare), so the protocol is v1 for the socket's lifetime.
+        return V1
+
     def connect(self):
         handler = self.websocket_handler
         if handler.ws_connection is not None:  # tornado's IOStream refuses a write past this bound
@@ -78,7 +88,7 @@ class GuardedKernelConnection(ZMQChannelsWebsocketConnection):
         except StreamBufferFullError:
             self.log.warning("Closing the websocket of kernel %s: its client is not reading "
                              "(more than %d MB waiting)", self.kernel_id, self.max_queued_bytes // MB)
-            self.websocket_handler.close(1008, "client not reading")
+            self.websocket_handler.ws_connection.stream.close()  # a close frame would queue behind the rest
         except WebSocketClosedError:  # closing: what the kernel still sends has nowhere to go
             self.log.debug("Dropped a message for the closed websocket of kernel %s", self.kernel_id)
         return None

@@ -9,6 +9,7 @@ no subprotocol) is refused with HTTP 400 naming the protocol; before mha_serve.w
 the server looping in Voila's header parser, growing by ~25 MB a second and serving nobody.
 ``test_malformed_and_oversized_frames``: frames a page never sends are dropped and logged, the
 socket and the kernel go on.
+``test_client_that_does_not_read``: its socket is closed once 16 MB wait for it.
 ``test_stop_while_busy``: ``make dashboard`` and ``make classroom`` stopped by TERM or Ctrl-C while
 a kernel is busy: they exit in bounded time and leave no kernel behind.
 """
@@ -158,6 +159,36 @@ def test_malformed_and_oversized_frames():
     assert len(dropped) == len(frames), dropped
     assert "execute_request" in log and "not allowed" in log
     assert len(states) > 100 and other["ok"], other
+    assert rss.growth < SERVER_GROWTH_BOUND
+
+
+def test_client_that_does_not_read():
+    """A client asks for every widget's state 80 times (~37 MB of answers) and reads none of them:
+    the server closes its socket once ``max_queued_bytes`` (16 MB) wait for it, instead of holding
+    them all, and another student is served meanwhile."""
+    with voila_server() as srv:
+        with PeakRSS(srv.proc.pid) as rss:
+            async def run():
+                status, html = await get_page(srv.url)
+                client = await KernelClient.open(srv.url, kernel_id(html))
+                comm = "control"
+                await client.send("comm_open", {"comm_id": comm, "target_name": "jupyter.widget.control",
+                                                "data": {}}, {"version": "1.0.0"})
+                for _ in range(80):  # tornado's client stops reading the socket while nobody reads it
+                    await client.send("comm_msg", {"comm_id": comm, "data": {"method": "request_states"}})
+                deadline = time.monotonic() + SERVED_WITHIN_S * 2
+                while "is not reading" not in srv.log() and time.monotonic() < deadline:
+                    await asyncio.sleep(1)
+                other = await student(3, srv.url, moves=1)
+                client.close()
+                return other
+
+            other = asyncio.run(run())
+        log = srv.log()
+    print(f"\nclient not reading: {'closed' if 'is not reading' in log else 'NOT closed'}; another student "
+          f"ok={other['ok']}; server grew by {rss.growth / MB:.0f} MB")
+    assert "its client is not reading (more than 16 MB waiting)" in log
+    assert other["ok"], other
     assert rss.growth < SERVER_GROWTH_BOUND
 
 
