@@ -245,24 +245,24 @@ def test_class(server):
         before = {"tree": tree_rss(pid), "server": rss_bytes(pid), "kernels": len(descendants(pid))}
         with Sampler(pid) as sampler:
             records = asyncio.run(run_class(srv.url, SEATS, ARRIVAL_EVERY_S, MOVES))
+        figures = summary(records)
+        memory = {"server_peak_mb": sampler.peak_server_bytes / MB, "tree_peak_mb": sampler.peak_bytes / MB,
+                  "peak_kernels": sampler.peak_kernels, "before_class_mb": before["tree"] / MB,
+                  "server_before_mb": before["server"] / MB, "kernels_before": before["kernels"]}
+        BUILD.mkdir(exist_ok=True)  # recorded before the browser pages, which may fail on their own
+        (BUILD / f"class-load-{server}.json").write_text(json.dumps(
+            {"server": server, "seats": SEATS, "every_s": ARRIVAL_EVERY_S, "moves": MOVES, "warm_s": warm_s,
+             "ready": ready_line, "figures": figures, "memory": memory, "records": records}, indent=1))
+        print(f"\n{server}, {SEATS} arrivals one every {ARRIVAL_EVERY_S:g} s ({ready_line or f'up in {warm_s:.0f} s'}):\n"
+              f"{describe(figures)}\n  memory: server process peak {memory['server_peak_mb']:,.0f} MB "
+              f"({memory['server_before_mb']:,.0f} MB before the class); server and kernels peak "
+              f"{memory['tree_peak_mb']:,.0f} MB in {sampler.peak_kernels} kernels ({memory['before_class_mb']:,.0f} MB "
+              f"in {before['kernels']} before)", flush=True)
         pages = asyncio.run(_browser_pages(srv.url, srv.port))
         log = srv.log()
-    figures = summary(records)
     firsts = ", ".join(f"{r['first_figure']:.1f}" for r in pages)
     page_sliders = ", ".join(f"{r['slider'] * 1000:.0f}" for r in pages)
-    memory = {"server_peak_mb": sampler.peak_server_bytes / MB, "tree_peak_mb": sampler.peak_bytes / MB,
-              "peak_kernels": sampler.peak_kernels, "before_class_mb": before["tree"] / MB,
-              "server_before_mb": before["server"] / MB, "kernels_before": before["kernels"]}
-    BUILD.mkdir(exist_ok=True)
-    (BUILD / f"class-load-{server}.json").write_text(json.dumps(
-        {"server": server, "seats": SEATS, "every_s": ARRIVAL_EVERY_S, "moves": MOVES, "warm_s": warm_s,
-         "ready": ready_line, "figures": figures, "memory": memory, "records": records}, indent=1))
-    print(f"\n{server}, {SEATS} arrivals one every {ARRIVAL_EVERY_S:g} s ({ready_line or f'up in {warm_s:.0f} s'}):\n"
-          f"{describe(figures)}\n  memory: server process peak {memory['server_peak_mb']:,.0f} MB "
-          f"({memory['server_before_mb']:,.0f} MB before the class); server and kernels peak "
-          f"{memory['tree_peak_mb']:,.0f} MB in {sampler.peak_kernels} kernels ({memory['before_class_mb']:,.0f} MB "
-          f"in {before['kernels']} before)\n  {BROWSER_PAGES} browser pages after the class: first figure "
-          f"{firsts} s, slider {page_sliders} ms")
+    print(f"  {BROWSER_PAGES} browser pages after the class: first figure {firsts} s, slider {page_sliders} ms")
     assert figures["lost"] == 0, figures["errors"]
     assert all(len(r["moves_s"]) == MOVES for r in records)
     assert [(r["status"], r["errors"], r["outside"]) for r in pages] == [(200, [], [])] * BROWSER_PAGES
