@@ -9,6 +9,9 @@ it (Voila, Jupyter Server, JupyterHub). It imports ``mha_core``; ``mha_core`` ne
                                                   jupyter_server_config.json)
     classroom     classroom_plan, classroom       a pool sized to the class, warmed before the bell
                                                   (``python -m mha_serve classroom --seats 60``)
+    websocket     GuardedKernelConnection         a kernel websocket one client cannot stall the
+                                                  server with: v1 protocol only, frames checked,
+                                                  queued bytes bounded (kernel_websocket_connection_class)
     install       install_jupyter_files           the offline templates and settings into the
                                                   environment (``python -m mha_serve``)
     shared_cache  shared                          results on disk, shared by every kernel: the

@@ -2,7 +2,7 @@
 
 ``GuardedKernelConnection`` is jupyter_server's ``ZMQChannelsWebsocketConnection`` (the bridge
 between a page's websocket and its kernel), named in ``etc/jupyter/voila.json`` and
-``jupyter_server_config.json`` (``kernel_websocket_connection_class``). It changes three things:
+``jupyter_server_config.json`` (``kernel_websocket_connection_class``). What it changes:
 
 The legacy protocol is refused.
     jupyter_server still accepts a client that offers no subprotocol and then speaks its older
