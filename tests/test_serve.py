@@ -266,6 +266,27 @@ def test_a_refill_starts_at_once_when_the_pool_is_below_the_reserve():
     assert asyncio.run(_timed(km._wait_for_a_warm_slot())) < 0.2
 
 
+def test_refills_waiting_count_towards_the_cap():
+    """A refill that waits for a quiet class holds its place under the cap: one more refill is
+    refused at once, not after the wait (when Voila might hand its failure to a visitor)."""
+    km = kernels.BoundedKernelManager(max_kernels=2, warm_concurrency=1, refill_quiet=60)
+    km._pools = {"dashboard.ipynb": [_pool_entry(rendered=True)] * 3}
+    _with_student(km, _Student("busy"))  # 1 kernel alive, the class active: refills wait
+    env = {"env": {"VOILA_PREHEAT": "True"}}
+
+    async def scenario():
+        first = asyncio.ensure_future(km.start_kernel(**env))
+        await asyncio.sleep(0.3)
+        with pytest.raises(kernels.KernelCapReached):
+            await asyncio.wait_for(km.start_kernel(**env), 1)
+        waiting = not first.done()
+        first.cancel()
+        return waiting
+
+    assert asyncio.run(scenario()) is True
+    assert km._deferred == 0 and km.refused == 1
+
+
 async def _timed(aw) -> float:
     import time
 
