@@ -19,6 +19,10 @@ import re
 import time
 import uuid
 
+from jupyter_server.services.kernels.connection.base import (
+    deserialize_msg_from_ws_v1,
+    serialize_msg_to_ws_v1,
+)
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import websocket_connect
 
@@ -28,26 +32,20 @@ TIMEOUT_S = 300  # a lost seat is one that has not answered in this long
 
 def pack(msg_type: str, content: dict, session: str, metadata: dict | None = None,
          channel: str = "shell") -> tuple[str, bytes]:
-    """(msg_id, a v1 websocket frame): the count of offsets, the offsets (8-byte little-endian),
-    then channel, header, parent header, metadata and content."""
+    """(msg_id, a v1 websocket frame): jupyter_server's own v1 layout (8-byte little-endian count
+    and offsets, then channel, header, parent header, metadata and content)."""
     msg_id = uuid.uuid4().hex
     header = {"msg_id": msg_id, "msg_type": msg_type, "session": session, "username": "student",
               "version": "5.3", "date": ""}
-    parts = [channel.encode(), *(json.dumps(x).encode() for x in (header, {}, metadata or {}, content))]
-    offsets = [8 * (len(parts) + 2)]
-    for part in parts:
-        offsets.append(offsets[-1] + len(part))
-    table = b"".join(n.to_bytes(8, "little") for n in (len(offsets), *offsets))
-    return msg_id, table + b"".join(parts)
+    parts = [json.dumps(x).encode() for x in (header, {}, metadata or {}, content)]
+    return msg_id, serialize_msg_to_ws_v1(parts, channel)
 
 
 def unpack(frame: bytes) -> dict:
     """A v1 frame from the server -> {channel, msg_type, header, parent_header, content, nbytes}."""
-    count = int.from_bytes(frame[:8], "little")
-    offsets = [int.from_bytes(frame[8 * i:8 * (i + 1)], "little") for i in range(1, count + 1)] + [len(frame)]
-    parts = [frame[offsets[i]:offsets[i + 1]] for i in range(count)]
-    header, parent, _metadata, content = (json.loads(p) for p in parts[1:5])
-    return {"channel": parts[0].decode(), "msg_type": header.get("msg_type"), "header": header,
+    channel, parts = deserialize_msg_from_ws_v1(frame)
+    header, parent, _metadata, content = (json.loads(p) for p in parts[:4])
+    return {"channel": channel, "msg_type": header.get("msg_type"), "header": header,
             "parent_header": parent, "content": content, "nbytes": len(frame)}
 
 
