@@ -1,6 +1,6 @@
 """Build the course as a static web site: ``build/site/``, readable with no install and no kernel.
 
-    python scripts/build_site.py [--out build/site] [--binder URL] [--for-students]   (make site)
+    python scripts/build_site.py [--out build/site] [--binder URL] [--for-teachers]   (make site)
 
 Why nbconvert with a template of our own (site/templates/mha-site), not Jupyter Book 2 / MyST:
 nbconvert is already installed with JupyterLab and needs no network at build time, it renders
@@ -15,7 +15,10 @@ The pages, discovered from the files (nothing is listed by hand):
   3. the teacher's guide ``docs/teachers_guide.md``;
   4. the references ``notebooks/references.md``;
   5. the dashboard's static views ``notebooks/dashboard.ipynb`` (sources hidden, as in Voila).
-``--for-students`` leaves out 2 and 3; ``--binder URL`` links every notebook page to Binder.
+By default the site is for students: 2 and 3 are left out, and a lesson's link to the solutions
+points to the home page's "Solutions" section, which says that the teacher gives them out.
+``--for-teachers`` puts them in (``make site FOR=teachers``); ``--binder URL`` links every
+notebook page to Binder.
 
 Widgets: committed notebooks carry no widget state (nbstripout), so a notebook with a widget
 output is executed once more into memory with its widget state stored (nbclient), and only the
@@ -60,6 +63,10 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 SITE_TITLE = "Multi-head attention, taught in NumPy"
 KERNEL_NOTE = "run this notebook to move it"
 RUN_IT = "index.html#Run-it-yourself"  # the home page's section on running the course
+SOLUTIONS_NOTE = "index.html#Solutions"  # on a students' site: where the solutions are given out
+NO_SOLUTIONS = ("The worked solutions are not on this site: your teacher gives them out, after "
+                "you have tried the exercises. Each exercise's checker tells you when your answer "
+                "is right, and names the mistake when it recognises one.")
 
 
 @dataclass(frozen=True)
@@ -96,21 +103,21 @@ def plain_title(title: str) -> str:
     return re.sub(r"[${}\\]", "", text)
 
 
-def discover(root: Path = ROOT, *, for_students: bool = False) -> list[Page]:
+def discover(root: Path = ROOT, *, for_teachers: bool = False) -> list[Page]:
     """The site's pages in reading order, found from the files (see the module docstring).
-    ``for_students`` leaves out the solutions and the teacher's guide."""
+    Without ``for_teachers`` the solutions and the teacher's guide are left out."""
     nbdir = root / "notebooks"
     lessons = sorted(nbdir.glob("[0-9][0-9]_*.ipynb"))
     if not lessons:
         raise ValueError(f"no numbered lessons (NN_*.ipynb) in {nbdir}")
     pages = [Page(p, p.stem, "lesson", _title_of(p)) for p in lessons]
-    for p in sorted((nbdir / "solutions").glob("*.ipynb")) if not for_students else []:
+    for p in sorted((nbdir / "solutions").glob("*.ipynb")) if for_teachers else []:
         slug = p.stem if p.stem.startswith("solutions") else f"solutions_{p.stem}"
         pages.append(Page(p, slug, "solutions", _title_of(p)))
     for path, slug, kind in [(root / "docs" / "teachers_guide.md", "teachers_guide", "guide"),
                              (nbdir / "references.md", "references", "references"),
                              (nbdir / "dashboard.ipynb", "dashboard", "dashboard")]:
-        if path.exists() and not (for_students and kind == "guide"):
+        if path.exists() and (for_teachers or kind != "guide"):
             # the dashboard's own heading promises sliders; its page here is a static copy
             title = "The dashboard, as static views" if kind == "dashboard" else _title_of(path)
             pages.append(Page(path, slug, kind, title))
@@ -348,6 +355,8 @@ def _home_markdown(pages: list[Page], binder: str | None) -> str:
         members = [p for p in pages if p.kind == kind]
         if members:
             lines += [f"## {heading}", ""] + [f"- [{p.title}]({p.href})" for p in members] + [""]
+        elif kind == "solutions":
+            lines += [f"## {heading}", "", NO_SOLUTIONS, ""]
     lines += ["## Run it yourself", ""]
     if binder:
         lines += [f"- **In your browser, nothing to install:** [the notebooks on Binder]"
@@ -370,8 +379,10 @@ def _link_map(pages: list[Page]) -> dict[Path, Page]:
 def rewrite_links(soup: BeautifulSoup, source: Path, links: dict[Path, Page], unresolved: list) -> None:
     """Point links to other notebooks/Markdown files at their pages (a link that reads as a file
     name is renamed after the page); others to repository files become plain code text (the
-    site has no copy of them)."""
+    site has no copy of them), except links to the solutions on a site without them: those point
+    to the home page's note on where the solutions are given out."""
     pages = {"index.html", *(p.href for p in links.values())}
+    solutions = (ROOT / "notebooks" / "solutions").resolve()
     for a in soup.find_all("a", href=True):
         href = a["href"]
         parts = urlsplit(href)
@@ -382,6 +393,9 @@ def rewrite_links(soup: BeautifulSoup, source: Path, links: dict[Path, Page], un
             a["href"] = links[target].href + (f"#{parts.fragment}" if parts.fragment else "")
             if a.get_text().strip().endswith((".ipynb", ".md")):
                 a.string = plain_title(links[target].title)
+        elif target.is_relative_to(solutions):
+            a["href"] = SOLUTIONS_NOTE
+            a.string = "the solutions (your teacher gives them out)"
         else:
             unresolved.append(f"{source.relative_to(ROOT)} -> {href}")
             code = soup.new_tag("code", attrs={"class": "site-repo-path", "title": "a file in the repository"})
@@ -449,12 +463,13 @@ def copy_assets(out: Path) -> dict[str, str]:
     return esm
 
 
-def build(out: Path, log=print, *, binder: str | None = None, for_students: bool = False) -> dict:
+def build(out: Path, log=print, *, binder: str | None = None, for_teachers: bool = False) -> dict:
     """Build the site into ``out`` (emptied first). Returns a summary: pages, seconds, bytes.
 
     binder : a Binder URL of the repository (e.g. ``https://mybinder.org/v2/gh/OWNER/REPO/HEAD``);
         given, every page that can run links to its notebook there.
-    for_students : leave out the solutions and the teacher's guide.
+    for_teachers : put in the solutions and the teacher's guide (with its answers); without it
+        the site is for students and has neither.
     """
     if binder is not None and not re.match(r"https://[^\s?#]+$", binder):
         raise ValueError(f"binder must be an https:// URL with no query, got {binder!r}")
@@ -462,7 +477,7 @@ def build(out: Path, log=print, *, binder: str | None = None, for_students: bool
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    pages = discover(for_students=for_students)
+    pages = discover(for_teachers=for_teachers)
     heatmap_esm = copy_assets(out)
     links = _link_map(pages)
     unresolved: list[str] = []
@@ -512,10 +527,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--binder", metavar="URL",
                         help="the repository's Binder URL, e.g. https://mybinder.org/v2/gh/OWNER/REPO/HEAD: "
                              "every lesson then links to its notebook on Binder")
-    parser.add_argument("--for-students", action="store_true",
-                        help="leave out the solutions and the teacher's guide")
+    parser.add_argument("--for-teachers", action="store_true",
+                        help="put in the solutions and the teacher's guide with its answers "
+                             "(the default site, for students, has neither)")
     args = parser.parse_args(argv)
-    build(args.out, binder=args.binder, for_students=args.for_students)
+    build(args.out, binder=args.binder, for_teachers=args.for_teachers)
     print(f"serve it with: python -m http.server --bind 127.0.0.1 --directory {args.out} 8000")
     return 0
 

@@ -19,7 +19,7 @@ from mha_core import MHAConfig, count_macs, count_params, init_params, kv_cache_
 
 ROOT = Path(__file__).resolve().parents[1]
 D_MODEL, H, N = 512, 8, 100  # notebook 03's worked example
-ROUND_TRIP = (2, 5, 24, 4)  # B, N, d_model, h: small and all different, so no axis hides another
+ROUND_TRIP = (3, 5, 24, 4)  # B, N, d_model, h: 02's sizes, small and all different (d_k = 6), so no axis hides another
 KV = dict(d_model=4096, n_heads=32, layers=32, n_ctx=32_768)  # notebook 06's realistic model
 
 CSS = """
@@ -43,6 +43,8 @@ def handout_html() -> str:
     """The handout page as one self-contained HTML document."""
     cfg = MHAConfig(D_MODEL, H)
     params, macs = count_params(cfg), count_macs(cfg, N)
+    with_biases = count_params(MHAConfig(D_MODEL, H, bias=True))["total"]
+    doubled = count_macs(MHAConfig(D_MODEL, 2 * H), N)  # the same layer with twice the heads
     b, n, d, h = ROUND_TRIP
     x = np.zeros((b, n, d), np.float32)  # (B, N, d_model)
     ledger = trace_shapes(x, init_params(MHAConfig(d, h), rng=0), h)
@@ -53,17 +55,21 @@ def handout_html() -> str:
                ("d_model", "width of a token's vector"), ("h", "heads"), ("d_k = d_v", "d_model / h, one head's width"),
                ("n_kv", "key/value heads (GQA, MQA)")]
     formulas = [
-        "Q = X W_Q,  K = X W_K,  V = X W_V          (each W: d_model x d_model)",
+        "Q = X W_Q,  K = X W_K,  V = X W_V          (MHA: each W is d_model x d_model)",
         "Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V",
         "head_i = Attention(Q_i, K_i, V_i)         (Q_i: columns i*d_k to (i+1)*d_k of Q)",
-        "MultiHead(X) = concat(head_1 ... head_h) W_O",
+        "MultiHead(X) = concat(head_0 ... head_(h-1)) W_O",
     ]
+
+    def with_h(key: str) -> str:
+        return "the same" if doubled[key] == macs[key] else f"x{doubled[key] / macs[key]:g}"
+
     counts = [
-        ("parameters", "4 d_model^2", f"{params['total']:,}"),
-        ("projection MACs", "4 N d_model^2", f"{macs['projections']:,}"),
-        ("attention-core MACs", "2 N^2 d_model", f"{macs['attention']:,}"),
-        ("softmax exponentials", "h N^2", f"{macs['softmax_exps']:,}"),
-        ("crossover", "N = 2 d_model", f"{2 * D_MODEL:,} tokens"),
+        ("parameters", "4 d_model^2", f"{params['total']:,}", "the same"),
+        ("projection MACs", "4 N d_model^2", f"{macs['projections']:,}", with_h("projections")),
+        ("attention-core MACs", "2 N^2 d_model", f"{macs['attention']:,}", with_h("attention")),
+        ("softmax exponentials", "h N^2", f"{macs['softmax_exps']:,}", with_h("softmax_exps")),
+        ("crossover", "N = 2 d_model", f"{2 * D_MODEL:,} tokens", "the same"),
     ]
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Multi-head attention: one page</title>
@@ -73,14 +79,19 @@ def handout_html() -> str:
 <div class="cols"><div>
 <h2>Symbols</h2>{_table(symbols, ("symbol", "meaning"))}
 <h2>The four formulas</h2>{"".join(f'<p class="f">{html.escape(f)}</p>' for f in formulas)}
+<p class="small">Heads are counted from 0 to h &minus; 1, as in the notebooks. With n_kv key/value
+heads (GQA, MQA), W_K and W_V are d_model x n_kv&middot;d_k.</p>
 <p class="small">Causal mask: query i may read keys j &le; i (True = may attend); blocked scores
 become &minus;&infin; before the softmax.</p>
 </div><div>
 <h2>The round trip (B={b}, N={n}, d_model={d}, h={h}: a real run)</h2>
 {_table([(step, "(" + ", ".join(map(str, shape)) + ")") for step, shape in ledger], ("step", "shape"))}
 </div></div>
-<h2>The counts: d_model = {D_MODEL}, h = {H}, N = {N} (notebook 03), the same for every h</h2>
-{_table(counts, ("what", "formula", "value"))}
+<h2>The counts: d_model = {D_MODEL}, h = {H}, N = {N} (notebook 03)</h2>
+{_table(counts, ("what", "formula", "value", f"with h = {2 * H}"))}
+<p class="small">The parameters count the four weight matrices, without biases; with the four
+bias vectors (as in PyTorch's nn.MultiheadAttention) they are 4 d_model^2 + 4 d_model =
+{with_biases:,}.</p>
 <h2>KV cache at {KV['n_ctx']:,} tokens: {KV['layers']} layers, d_model = {KV['d_model']}, h = {KV['n_heads']}, fp16 (notebook 06)</h2>
 {_table([(k, f"{v:g} GiB") for k, v in kv.items()], ("attention", "cache"))}
 <p class="small">2 &middot; N &middot; n_kv &middot; d_k &middot; layers numbers; GQA and MQA divide it by h / n_kv.</p>

@@ -23,9 +23,26 @@ def test_the_numbers_are_mha_cores():
         assert f"{value:,}" in page
     gqa = kv_cache_bytes(MHAConfig(4096, 32, n_kv_heads=8), 32_768, n_layers=32) / 2**30
     assert f"{gqa:g} GiB" in page and "16 GiB" in page
-    assert "(2, 4, 5, 6)" in page  # the round trip's (B, h, N, d_k), from a real run
-    for formula in ("softmax(Q K^T / sqrt(d_k)) V", "concat(head_1 ... head_h) W_O"):
+    assert "(3, 4, 5, 6)" in page  # the round trip's (B, h, N, d_k), from a real run, at 02's sizes
+    for formula in ("softmax(Q K^T / sqrt(d_k)) V", "concat(head_0 ... head_(h-1)) W_O"):
         assert formula in page
+    assert f"{count_params(MHAConfig(512, 8, bias=True))['total']:,}" in page  # with biases, said so
+
+
+def test_the_page_says_what_grows_with_h():
+    """Issue 28: the counts' heading said "the same for every h" above the h N^2 row. Each row now
+    says what doubling h does, computed: only the softmax's exponentials double."""
+    page = handout.handout_html()
+    assert "the same for every h" not in page
+    rows = dict(re.findall(r"<tr><td>([^<]+)</td><td>[^<]*</td><td>[^<]*</td><td>([^<]+)</td></tr>", page))
+    assert rows == {"parameters": "the same", "projection MACs": "the same", "attention-core MACs": "the same",
+                    "softmax exponentials": "x2", "crossover": "the same"}
+
+
+def test_heads_are_counted_from_0_only():
+    page = handout.handout_html()
+    assert "head_1" not in page and "head_h" not in page
+    assert "columns i*d_k to (i+1)*d_k" in page and "counted from 0" in page
 
 
 def test_main_writes_the_page(tmp_path):

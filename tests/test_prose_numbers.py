@@ -35,6 +35,7 @@ NOT_PROSE = [
     re.compile(r"\b\d\d(?:\s*(?:,|and|to|-|–)\s*\d\d)*\s+(?=\()"),  # "00 (the on-ramp)"
     re.compile(r"\b\d\d\s*(?:-|–|to)\s*\d\d\b"),  # ranges of notebooks: 01-04
     re.compile(r"\b(?:section|sections|step)\s+\d+"),
+    re.compile(r"^# \d\d · ", re.M),  # the notebook's own number in its title
 ]
 
 

@@ -1,7 +1,8 @@
 """The course as a static site (scripts/build_site.py, ``make site``), built once and checked.
 
 Without a browser: the pages follow the files (lessons in file order, then solutions, the
-teacher's guide, the references, the dashboard); every printed output of every notebook is on
+teacher's guide, the references, the dashboard, on the teachers' site); the default site, for
+students, has no line of the solutions' code and no answer of the guide; every printed output of every notebook is on
 its page (the site shows the notebooks' own numbers); every widget output became a static panel,
 never ``VBox(...)`` text; every link and asset resolves inside the site, none points outside.
 
@@ -29,6 +30,7 @@ import numpy as np
 import pytest
 from bs4 import BeautifulSoup
 from dashboard_server import AXE, NO_AXE, REPO
+from hidden_answers import flat, guide_answer_phrases, solution_code_lines
 
 SCREENSHOTS = REPO / "build" / "screenshots"
 WIDTHS = (1366, 390)
@@ -53,8 +55,9 @@ BINDER = "https://mybinder.org/v2/gh/OWNER/REPO/HEAD"  # any https URL: the link
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
+    """The teachers' site (every page), which the browser tests open."""
     out = tmp_path_factory.mktemp("site") / "site"
-    summary = build_site.build(out, log=lambda *_: None, binder=BINDER)
+    summary = build_site.build(out, log=lambda *_: None, binder=BINDER, for_teachers=True)
     print(f"\nsite built in {summary['seconds']:.1f} s ({summary['rerun_seconds']:.1f} s running "
           f"{', '.join(summary['rerun'])} for widget state; under load if the machine is busy), "
           f"{summary['bytes'] / 1e6:.1f} MB, {len(summary['pages']) + 1} pages")
@@ -99,9 +102,48 @@ def test_options_checked_and_students_site():
     with pytest.raises(ValueError, match="binder must be an https:// URL"):
         build_site.build(REPO / "build" / "never", binder="mybinder.org/v2/gh/x/y?urlpath=lab")
     assert not (REPO / "build" / "never").exists()
-    kinds = [p.kind for p in build_site.discover(for_students=True)]
+    kinds = [p.kind for p in build_site.discover()]
     assert "solutions" not in kinds and "guide" not in kinds
     assert kinds[-2:] == ["references", "dashboard"]
+
+
+@pytest.fixture(scope="module")
+def student_site(tmp_path_factory):
+    """The site as `make site` builds it with no flag."""
+    out = tmp_path_factory.mktemp("student_site") / "site"
+    build_site.build(out, log=lambda *_: None)
+    return out
+
+
+def _all_text(out: Path) -> str:
+    return flat(" ".join(_soup(p).get_text() for p in sorted(out.glob("*.html"))))  # no separator: code is split into spans
+
+
+def test_the_default_site_has_no_solutions_and_no_answers(site, student_site):
+    """Every line of the solutions' code and every answer of the guide is on the teachers' site
+    (so the search finds them) and none is on the default one."""
+    teachers, students = _all_text(site[0]), _all_text(student_site)
+    code, answers = solution_code_lines(), guide_answer_phrases()
+    assert len(code) > 50 and len(answers) > 20
+    assert [line for line in code if line not in teachers] == []
+    assert [a for a in answers if a not in teachers] == []
+    assert [line for line in code if line in students] == []
+    assert [a for a in answers if a in students] == []
+    assert not list(student_site.glob("solutions*.html")) and not (student_site / "teachers_guide.html").exists()
+
+
+def test_the_lessons_links_to_the_solutions_say_where_they_are(student_site):
+    """On the students' site a lesson's link to the solutions goes to the home page's note that
+    the teacher gives them out; it never dangles."""
+    lessons_with_a_link = [p.stem for p in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+                           if "](solutions/" in p.read_text(encoding="utf-8")]
+    assert len(lessons_with_a_link) >= 4
+    for stem in lessons_with_a_link:
+        links = [a for a in _soup(student_site / f"{stem}.html").find_all("a", href=True)
+                 if "solutions" in a["href"] or a["href"] == build_site.SOLUTIONS_NOTE]
+        assert links and all(a["href"] == build_site.SOLUTIONS_NOTE for a in links), stem
+    note = _soup(student_site / "index.html").find(id="Solutions")
+    assert note is not None and build_site.NO_SOLUTIONS.split(":")[0] in flat(note.find_next("p").get_text())
 
 
 def test_every_notebook_page_says_where_to_run_it(site):

@@ -10,7 +10,7 @@ import pytest
 from fake_models import FakeModel, fake_loader
 from widget_messages import plain_text
 
-from mha_core.models.smollm2 import Step
+from mha_core.models.decoder import Step
 from mha_core.ui import write_panel as W
 
 XSS = "<img src=x onerror=alert(1)>"

@@ -394,18 +394,25 @@ def train(
     init_seq, data_seq = np.random.SeedSequence(config.seed).spawn(2)
     params = init_model(task, model, np.random.default_rng(init_seq))
     data = np.random.default_rng(data_seq)
+    losses, seconds = run_adam(params, lambda: loss_and_grads(params, *task.sample(data, config.batch), model.n_heads),
+                               config.steps, config.lr, progress)
+    return TrainResult(params, model, config, losses, seconds, {"task": asdict(task)})
+
+
+def run_adam(params: Params, step_loss: Callable[[], tuple[float, Params]], steps: int, lr: float,
+             progress: Progress | None = None) -> tuple[np.ndarray, float]:
+    """``steps`` Adam updates of ``params`` in place; ``step_loss()`` draws a fresh batch and returns
+    its loss and the gradients. Returns the losses (steps,) and the seconds it took."""
     state = {"t": 0, "m": {}, "v": {}}
-    losses = np.empty(config.steps)
+    losses = np.empty(steps)
     start = time.perf_counter()
-    for step in range(config.steps):
-        x, y = task.sample(data, config.batch)  # (B, N), (B, N)
-        loss, grads = loss_and_grads(params, x, y, model.n_heads)
-        adam_step(params, grads, state, config.lr)
+    for step in range(steps):
+        loss, grads = step_loss()
+        adam_step(params, grads, state, lr)
         losses[step] = loss
         if progress is not None:
-            progress(step + 1, config.steps, loss)
-    seconds = time.perf_counter() - start
-    return TrainResult(params, model, config, losses, seconds, {"task": asdict(task)})
+            progress(step + 1, steps, loss)
+    return losses, time.perf_counter() - start
 
 
 def converged_step(losses: np.ndarray, threshold: float = 0.01, window: int = 20) -> int | None:
