@@ -188,8 +188,11 @@ class Panel:
         return image, alt, box
 
     @staticmethod
-    def _set_alt(alt: widgets.HTML, text: str) -> None:
-        alt.value = f"<div aria-hidden='true'>{html.escape(text)}</div>"
+    def _set_alt(alt: widgets.HTML, text: str, text_px: float | None = None) -> None:
+        """The figure's alt text; ``text_px``: the smallest text it draws, in CSS px at its own width
+        (``chart_size.smallest_text_px``; the browser tests scale it by the width the image is shown at)."""
+        size = "" if text_px is None else f" data-text-px='{text_px:.2f}'"
+        alt.value = f"<div aria-hidden='true'{size}>{html.escape(text)}</div>"
 
     def _finish(self, box: widgets.VBox) -> widgets.VBox:
         """Name the panel's box for the page's CSS (``mha-panel``: stacks on small screens)."""

@@ -210,7 +210,7 @@ class RealHeadsPanel(Panel):
         # why a button is disabled, in words on the page (a tooltip never shows on touch)
         self.find_note = widgets.HTML()
         self.find_note.add_class("mha-real-find-note")
-        side = widgets.Layout(flex="0 1 auto", max_width="min(100%, 48em)", margin="0 24px 0 0")  # map | overview
+        side = widgets.Layout(flex="0 1 auto", max_width="min(100%, 36em)", margin="0 24px 0 0")  # map | overview
         wrap = widgets.Layout(flex_flow="row wrap")
         # the controls stay in view while the maps they drive scroll past (not the write mode below)
         maps = widgets.HBox([widgets.VBox([self.big_map, self.about], layout=side), self.overview],
@@ -220,7 +220,7 @@ class RealHeadsPanel(Panel):
             self._controls(widgets.HBox([self.model, self.sentence, self.run, self.example], layout=wrap),
                            widgets.HBox([self.layer, self.head, self.induction, self.back], layout=wrap),
                            widgets.HBox([find, *self.presets.values()], layout=wrap), self.find_note),
-            self.status, self.busy, self.demo_note, self.label, self.tokens_html, maps, self.thumbs,
+            self.status, self.busy, self.demo_note, self.label, maps, self.tokens_html, self.thumbs,
         ])
         heads.add_class("mha-real-heads")
         self.writer = WritePanel(load=self._load)  # the "write" mode: SmolLM2 adds tokens one at a time

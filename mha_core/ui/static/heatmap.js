@@ -345,7 +345,8 @@ function render({ model, el }) {
     if (k !== drawnScale || side(model.get("n"), k) !== drawnSide) { build(); }
   };
   window.addEventListener("resize", onResize);
-  window.addEventListener("scroll", hideTip, { passive: true });  // a tip never stays over what scrolls under it
+  // a tip never stays over what scrolls under it (the page may scroll inside a box: capture every scroll)
+  document.addEventListener("scroll", hideTip, { capture: true, passive: true });
   const watcher = new ResizeObserver(onResize);
   requestAnimationFrame(() => { if (frame()) { watcher.observe(frame()); } });
   model.on("change:weights", build);
@@ -357,7 +358,7 @@ function render({ model, el }) {
   model.on("change:alt", () => { desc.textContent = model.get("alt"); });
   return () => {
     window.removeEventListener("resize", onResize);
-    window.removeEventListener("scroll", hideTip);
+    document.removeEventListener("scroll", hideTip, { capture: true });
     watcher.disconnect();
   };
 }
