@@ -37,11 +37,13 @@ MIN_FIG_PX = 300
 
 @dataclass(frozen=True)
 class ChartSize:
-    """A chart's width and height in inches (at ``PANEL_DPI``) and its font size in points."""
+    """A chart's width and height in inches (at ``PANEL_DPI``), its font size in points, and the
+    panel width it is for."""
 
     width_in: float
     height_in: float
     font_pt: float
+    for_width: int  # the panel width (CSS px) it was chosen for; 0: not known
 
     @property
     def width_px(self) -> int:
@@ -67,7 +69,7 @@ def chart_size(width: int, aspect: float) -> ChartSize:
         kind, px = "wall", min(WALL_FIG_PX, width - 16)
     px = max(MIN_FIG_PX, px)
     height_px = px * aspect * (1.6 if kind == "phone" else 1.0)
-    return ChartSize(px / PANEL_DPI, height_px / PANEL_DPI, FONT_PT[kind])
+    return ChartSize(px / PANEL_DPI, height_px / PANEL_DPI, FONT_PT[kind], width)
 
 
 def smallest_text_px(fig: Figure) -> float:
@@ -89,6 +91,7 @@ class PanelWidth(anywidget.AnyWidget):
         timer = setTimeout(() => {
           const w = Math.round(panel().clientWidth);
           if (w > 0 && Math.abs(w - model.get('width')) >= 8) { model.set('width', w); model.save_changes(); }
+          el.dataset.width = String(model.get('width'));  // what the kernel was told (the tests read it)
         }, 150);
       };
       const watcher = new ResizeObserver(report);

@@ -188,11 +188,12 @@ class Panel:
         return image, alt, box
 
     @staticmethod
-    def _set_alt(alt: widgets.HTML, text: str, text_px: float | None = None) -> None:
-        """The figure's alt text; ``text_px``: the smallest text it draws, in CSS px at its own width
-        (``chart_size.smallest_text_px``; the browser tests scale it by the width the image is shown at)."""
-        size = "" if text_px is None else f" data-text-px='{text_px:.2f}'"
-        alt.value = f"<div aria-hidden='true'{size}>{html.escape(text)}</div>"
+    def _set_alt(alt: widgets.HTML, text: str, **data: float) -> None:
+        """The figure's alt text; ``data``: facts about the figure for the browser tests, as data-
+        attributes (a chart's ``text_px``, its smallest text in CSS px at its own width, and
+        ``for_width``, the panel width it was drawn for: ``chart_size``)."""
+        attrs = "".join(f" data-{k.replace('_', '-')}='{v:g}'" for k, v in data.items())
+        alt.value = f"<div aria-hidden='true'{attrs}>{html.escape(text)}</div>"
 
     def _finish(self, box: widgets.VBox) -> widgets.VBox:
         """Name the panel's box for the page's CSS (``mha-panel``: stacks on small screens)."""

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import textwrap
+from dataclasses import replace
 
 import ipywidgets as widgets
 import numpy as np
@@ -116,7 +117,6 @@ class CostPanel(Panel):
         self.by_h = widgets.HTML()
         self.by_h.add_class("mha-cost-by-h")
         self.plot = _CostPlot(chart_size(0, COST_ASPECT))
-        self.image.layout.width = f"{self.plot.size.width_px}px"  # CSS px
         self.screen = PanelWidth()  # the page reports the panel's width: the chart is drawn for it
         self.screen.observe(self._resized, names="width")
         self.widget = widgets.VBox([self._controls(widgets.HBox([self.d_model, self.h, self.N])), self.status, self.numbers,
@@ -132,10 +132,11 @@ class CostPanel(Panel):
     def _resized(self, change) -> None:
         """The panel's width changed (first layout, a rotated phone, a projector): redraw the chart for it."""
         size = chart_size(change["new"], COST_ASPECT)
-        if size != self.plot.size:
+        if replace(size, for_width=0) != replace(self.plot.size, for_width=0):
             self.plot = _CostPlot(size)
-            self.image.layout.width = f"{size.width_px}px"
-            self.refresh()
+        else:  # the same chart: only the width it is for changes (the picture is re-blitted, not redrawn)
+            self.plot.size = size
+        self.refresh()
 
     def _render(self, d_model, h, N) -> None:
         s = cost_state(d_model, h, N)
@@ -154,7 +155,8 @@ class CostPanel(Panel):
             f"Log-log plot of MACs per forward pass against sequence length N, d_model={d_model:,}: projections "
             f"(4 N d_model squared) grow linearly, attention (2 N squared d_model) quadratically, and they cross "
             f"at N = {s['crossover']:,}. Marker at N = {N:,}: {m['total']:,} MACs, {regime}.",
-            self.plot.text_px)
+            text_px=round(self.plot.text_px, 2), for_width=self.plot.size.for_width)
+        self.image.layout.width = f"{self.plot.size.width_px}px"  # with the picture drawn for it, in one go
         self.by_h.value = _by_h_html(s)
         rows = "".join(
             f"<tr><td>{n:,}</td><td>{mm['projections']:,}</td><td>{mm['attention']:,}</td><td>{mm['total']:,}</td>"

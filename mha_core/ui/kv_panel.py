@@ -7,6 +7,8 @@ n_kv moves (blitting).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import ipywidgets as widgets
 import numpy as np
 
@@ -100,7 +102,6 @@ class KVCachePanel(Panel):
         self.numbers.add_class("mha-kv-numbers")
         self.image, self.alt, figure = self._figure("image")
         self.plot = _KVPlot(chart_size(0, KV_ASPECT))
-        self.image.layout.width = f"{self.plot.size.width_px}px"  # CSS px
         self.screen = PanelWidth()  # the page reports the panel's width: the chart is drawn for it
         self.screen.observe(self._resized, names="width")
         self.widget = widgets.VBox([self._controls(widgets.HBox([self.model, self.dtype]),
@@ -121,10 +122,11 @@ class KVCachePanel(Panel):
     def _resized(self, change) -> None:
         """The panel's width changed (first layout, a rotated phone, a projector): redraw the chart for it."""
         size = chart_size(change["new"], KV_ASPECT)
-        if size != self.plot.size:
+        if replace(size, for_width=0) != replace(self.plot.size, for_width=0):
             self.plot = _KVPlot(size)
-            self.image.layout.width = f"{size.width_px}px"
-            self.refresh()
+        else:  # the same chart: only the width it is for changes (the picture is re-blitted, not redrawn)
+            self.plot.size = size
+        self.refresh()
 
     def _changed(self, change) -> None:
         if not self._syncing and change["owner"] is self.model and self.model.value in KV_MODELS:
@@ -147,7 +149,8 @@ class KVCachePanel(Panel):
         self._set_alt(self.alt,
             f"Bar chart of the KV cache in GiB for every n_kv of the {model} model at {n_tokens:,} tokens, {dtype}: "
             f"from {sizes[1] / 2**30:,.2f} GiB at n_kv=1 (MQA) to {sizes[s['h']] / 2**30:,.2f} GiB at n_kv={s['h']} (MHA). "
-            f"Highlighted: n_kv={n_kv}, {s['bytes'] / 2**30:,.2f} GiB.", self.plot.text_px)
+            f"Highlighted: n_kv={n_kv}, {s['bytes'] / 2**30:,.2f} GiB.", text_px=round(self.plot.text_px, 2), for_width=self.plot.size.for_width)
+        self.image.layout.width = f"{self.plot.size.width_px}px"  # with the picture drawn for it, in one go
 
 
 # The chart's height / width on a laptop (7 x 2.8 in).

@@ -332,6 +332,8 @@ function render({ model, el }) {
       drawHead(canvas, head);
     });
     el.dataset.labelPx = String(FONT_PX * drawnScale);  // the token labels' font size (the tests read it)
+    el.dataset.labelLeft = String(drawnLeft);  // the room left of and below the maps for them
+    el.dataset.labelBottom = String(drawnBottom);
     el.dataset.drawn = String((Number(el.dataset.drawn) || 0) + 1);
   }
 
