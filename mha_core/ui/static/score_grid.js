@@ -33,9 +33,12 @@ function render({ model, el }) {
   }
 
   // the line under the grid: the open head, unless the pointer or the keyboard cursor is on a square
+  // (a new `current` may come a moment before the scores it belongs to: the build then says it)
   function sayOpen() {
     const [l, h] = model.get("current");
-    tip.textContent = S.length ? `open: ${say(l, h)}` : "";
+    const H = model.get("heads");
+    const known = h < H && l * H + h < S.length && S.length === model.get("layers") * H;
+    if (known) { tip.textContent = `open: ${say(l, h)}`; }
   }
 
   function pick(layer, head) {
