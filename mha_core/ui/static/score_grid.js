@@ -74,7 +74,7 @@ function render({ model, el }) {
     grid.style.gridTemplateColumns = `auto repeat(${H}, auto)`;
     const corner = document.createElement("div");
     corner.className = "mha-scoregrid-axis";
-    corner.textContent = "layer\\head";
+    corner.textContent = "layer \\\nhead";  // two short lines: 12 heads fit a phone
     grid.append(corner);
     for (let h = 0; h < H; h++) {
       const d = document.createElement("div");
