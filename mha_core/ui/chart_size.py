@@ -7,6 +7,7 @@ kernel how wide the panel is, and the panel draws its chart for that width:
     PanelWidth          an invisible anywidget: ``width`` = its panel's width in CSS px (the page
                         reports it on load and when the window is resized or rotated)
     ChartSize, chart_size(width)   the figure's size in inches and its font size in points
+    redraw_for_width               a panel's chart redrawn when its PanelWidth reports a width
     smallest_text_px(fig)          the smallest text the figure draws, in its own pixels
 
 The figure is shown at its own width in CSS px (``PANEL_DPI`` px per inch), so a font of ``pt``
@@ -16,7 +17,8 @@ points reads as ``pt * PANEL_DPI / 72`` CSS px: 8 pt on a phone (10.7 px), 10 pt
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import anywidget
 import traitlets
@@ -70,6 +72,18 @@ def chart_size(width: int, aspect: float) -> ChartSize:
     px = max(MIN_FIG_PX, px)
     height_px = px * aspect * (1.6 if kind == "phone" else 1.0)
     return ChartSize(px / PANEL_DPI, height_px / PANEL_DPI, FONT_PT[kind], width)
+
+
+def redraw_for_width(panel, make_plot: Callable[[ChartSize], object], aspect: float, change: dict) -> None:
+    """``PanelWidth.width`` of ``panel`` changed (first layout, a rotated phone, a projector): give
+    ``panel.plot`` the chart for it (``make_plot(size)``, a new figure only when its size or font
+    changes: else only the width it is for) and redraw the panel."""
+    size = chart_size(change["new"], aspect)
+    if replace(size, for_width=0) != replace(panel.plot.size, for_width=0):
+        panel.plot = make_plot(size)
+    else:  # the same chart: the picture is re-blitted, not redrawn
+        panel.plot.size = size
+    panel.refresh()
 
 
 def smallest_text_px(fig: Figure) -> float:

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import textwrap
-from dataclasses import replace
+from functools import partial
 
 import ipywidgets as widgets
 import numpy as np
@@ -15,7 +15,7 @@ import numpy as np
 from ..core.config import MHAConfig
 from ..core.counts import count_macs, count_params
 from ..core.validate import check_positive_int
-from .chart_size import ChartSize, PanelWidth, chart_size, smallest_text_px
+from .chart_size import ChartSize, PanelWidth, chart_size, redraw_for_width, smallest_text_px
 from .controls import (
     MAX_HEADS,
     PANEL_DPI,
@@ -118,7 +118,7 @@ class CostPanel(Panel):
         self.by_h.add_class("mha-cost-by-h")
         self.plot = _CostPlot(chart_size(0, COST_ASPECT))
         self.screen = PanelWidth()  # the page reports the panel's width: the chart is drawn for it
-        self.screen.observe(self._resized, names="width")
+        self.screen.observe(partial(redraw_for_width, self, _CostPlot, COST_ASPECT), names="width")
         self.widget = widgets.VBox([self._controls(widgets.HBox([self.d_model, self.h, self.N])), self.status, self.numbers,
                                     widgets.HBox([figure, self.by_h]), self.worked, self.screen])
         self._finish(self.widget)
@@ -128,15 +128,6 @@ class CostPanel(Panel):
         return {"d_model": self.d_model.value, "h": self.h.value, "N": self.N.value}
 
     _changed = changed_offering_divisors
-
-    def _resized(self, change) -> None:
-        """The panel's width changed (first layout, a rotated phone, a projector): redraw the chart for it."""
-        size = chart_size(change["new"], COST_ASPECT)
-        if replace(size, for_width=0) != replace(self.plot.size, for_width=0):
-            self.plot = _CostPlot(size)
-        else:  # the same chart: only the width it is for changes (the picture is re-blitted, not redrawn)
-            self.plot.size = size
-        self.refresh()
 
     def _render(self, d_model, h, N) -> None:
         s = cost_state(d_model, h, N)

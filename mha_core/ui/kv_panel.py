@@ -7,14 +7,14 @@ n_kv moves (blitting).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from functools import partial
 
 import ipywidgets as widgets
 import numpy as np
 
 from ..core.config import MHAConfig
 from ..core.counts import kv_cache_bytes
-from .chart_size import ChartSize, PanelWidth, chart_size, smallest_text_px
+from .chart_size import ChartSize, PanelWidth, chart_size, redraw_for_width, smallest_text_px
 from .controls import (
     PANEL_DPI,
     PIXEL_RATIO,
@@ -103,7 +103,7 @@ class KVCachePanel(Panel):
         self.image, self.alt, figure = self._figure("image")
         self.plot = _KVPlot(chart_size(0, KV_ASPECT))
         self.screen = PanelWidth()  # the page reports the panel's width: the chart is drawn for it
-        self.screen.observe(self._resized, names="width")
+        self.screen.observe(partial(redraw_for_width, self, _KVPlot, KV_ASPECT), names="width")
         self.widget = widgets.VBox([self._controls(widgets.HBox([self.model, self.dtype]),
                                                    widgets.HBox([self.n_kv, self.context])), self.status, self.numbers,
                                     figure, self.screen])
@@ -118,15 +118,6 @@ class KVCachePanel(Panel):
     def values(self) -> dict:
         return {"model": self.model.value, "n_kv": self.n_kv.value, "n_tokens": self.context.value,
                 "dtype": self.dtype.value}
-
-    def _resized(self, change) -> None:
-        """The panel's width changed (first layout, a rotated phone, a projector): redraw the chart for it."""
-        size = chart_size(change["new"], KV_ASPECT)
-        if replace(size, for_width=0) != replace(self.plot.size, for_width=0):
-            self.plot = _KVPlot(size)
-        else:  # the same chart: only the width it is for changes (the picture is re-blitted, not redrawn)
-            self.plot.size = size
-        self.refresh()
 
     def _changed(self, change) -> None:
         if not self._syncing and change["owner"] is self.model and self.model.value in KV_MODELS:
