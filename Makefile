@@ -6,13 +6,31 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help venv models references test test-slow test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-long profile-tiled bench-before-after bench-dashboard weights notebooks check-notebooks site handout clean
+.PHONY: help python-check preflight venv models references test test-slow test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-long profile-tiled bench-before-after bench-dashboard weights notebooks check-notebooks site handout clean
 
 # `make help` lists every target that has a `## description` on its rule line, so it cannot drift.
 help:  ## this list
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z_-]+:[^#]*## / {printf "make %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# `make` with a Python older than 3.10, or one that cannot create a venv (Debian and Ubuntu ship
+# venv's ensurepip in a separate package), stops before creating .venv, saying what to install.
+# tests/test_preflight.py runs it with PY pointing at fake interpreters.
+ifeq ($(shell uname -s),Darwin)
+PY_FIX := macOS: install Python 3.12 from python.org or with Homebrew (brew install python@3.12), then run make with PY=python3.12
+VENV_FIX := $(PY_FIX)
+else
+PY_FIX := Ubuntu/Debian: sudo apt install python3.12 python3.12-venv (any Python 3.10 or newer will do), then run make with PY=python3.12
+VENV_FIX := Ubuntu/Debian: sudo apt install python3-venv (for another Python, its own package: python3.12-venv for python3.12)
+endif
+python-check:  ## check that PY (default python3) is 3.10+ with venv: the Python that creates .venv
+	@v=$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null) || \
+		{ echo "make: cannot run '$(PY)'. $(PY_FIX)" >&2; exit 1; }; \
+	case "$$v" in [0-2].*|3.[0-9]) echo "make: $(PY) is Python $$v; the course needs Python 3.10 or newer. $(PY_FIX)" >&2; exit 1;; esac; \
+	$(PY) -c 'import ensurepip, venv' 2>/dev/null || \
+		{ echo "make: $(PY) (Python $$v) cannot create a virtual environment: its venv/ensurepip module is missing. $(VENV_FIX)" >&2; exit 1; }
+
 $(STAMP): pyproject.toml $(shell find share etc -type f)
+	@test -x $(BIN)/python || $(MAKE) --no-print-directory python-check PY="$(PY)"
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install -e ".[test]"
@@ -94,18 +112,33 @@ test-fast: $(STAMP)  ## the fast loop: numpy-only tests, no models, no browser, 
 # server) reads the same settings: etc/jupyter/voila.json and the offline templates in
 # share/jupyter, installed into .venv by `make venv` (docs/dashboard.md, "Settings"): template
 # `mha`, 127.0.0.1 only, sources stripped, widget messages only, a cap of 80 kernels (503 "busy"
-# page beyond), kernels whose page never connects shut down after 30 s, culling after 10 min.
+# page beyond), kernels whose page never connects shut down after 30 s, culling after 10 min idle
+# without a page (an open page keeps its kernel: cull_connected false).
 # POOL preheated kernels: the first POOL visitors get the page from a warm kernel instead of
 # waiting for one to start, at the price of one idle kernel each, kept warm (docs/dashboard.md);
 # POOL=0 turns preheating off.
 POOL ?= 1
-VOILA := OPENBLAS_NUM_THREADS=1 $(BIN)/voila --port=$(PORT)
+VOILA := OPENBLAS_NUM_THREADS=1 $(BIN)/voila --port=$(PORT) --Voila.port_retries=0
+
+# Room mode (ROOM=1, for `make dashboard` and `make classroom`): the same settings, served on the
+# room's network (all interfaces, or ROOM_HOST=addr) behind a join code (JOIN_CODE=..., else a new
+# one), the link printed and shown as a QR code; http://127.0.0.1:PORT/room is the page to project
+# (mha_serve/room.py, docs/dashboard.md "Room mode"). Never without ROOM=1: the default stays 127.0.0.1.
+ROOM ?= 0
+ROOM_HOST ?= 0.0.0.0
+ROOM_ON := $(filter-out 0,$(ROOM))
+SERVE_HOST = $(if $(ROOM_ON),$(ROOM_HOST),127.0.0.1)
+# Every serving target stops at once, saying so, when its port is taken (three share PORT=8866):
+# no silent move to another port (--Voila.port_retries=0), so the printed address is the one in use.
+PORT_CHECK = @$(BIN)/python -m mha_serve.preflight --only=port --port=$(PORT) --host=$(SERVE_HOST)
+DASHBOARD_APP = $(if $(ROOM_ON),OPENBLAS_NUM_THREADS=1 $(BIN)/python -m mha_serve.room --host=$(ROOM_HOST) --port=$(PORT),$(VOILA))
 
 # The models are fetched first when missing; offline with an empty cache the dashboard still
 # starts (the leading '-' ignores the failure) and its real-model panel names `make models`.
-dashboard: $(STAMP)  ## serve the Voila dashboard on http://127.0.0.1:PORT (default 8866)
+dashboard: $(STAMP)  ## serve the Voila dashboard on http://127.0.0.1:PORT (default 8866); ROOM=1: to the room, with a join code
 	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
-	$(VOILA) notebooks/dashboard.ipynb $(if $(filter-out 0,$(POOL)),--preheat_kernel=True --pool_size=$(POOL))
+	$(PORT_CHECK)
+	$(DASHBOARD_APP) notebooks/dashboard.ipynb $(if $(filter-out 0,$(POOL)),--preheat_kernel=True --pool_size=$(POOL))
 
 # A class at the bell: every seat's kernel started and the dashboard executed in it BEFORE the
 # students arrive (Voila's preheated pool sized to SEATS, warmed a core's worth at a time), so each
@@ -114,12 +147,20 @@ dashboard: $(STAMP)  ## serve the Voila dashboard on http://127.0.0.1:PORT (defa
 # The pool is topped up during the class without starving the students' kernels (mha_serve/kernels.py).
 # Start it a few minutes before class: warming takes ~2-4 CPU-seconds a seat (docs/dashboard.md).
 SEATS ?= 60
-classroom: $(STAMP)  ## serve the dashboard to SEATS students (default 60), every seat warmed before the bell
+classroom: $(STAMP)  ## serve the dashboard to SEATS students (default 60), every seat warmed before the bell; ROOM=1: to the room
 	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
-	$(BIN)/python -m mha_serve classroom --seats=$(SEATS) --port=$(PORT)
+	$(PORT_CHECK)
+	$(BIN)/python -m mha_serve classroom --seats=$(SEATS) --port=$(PORT) $(if $(ROOM_ON),--room --host=$(ROOM_HOST),--Voila.port_retries=0)
+
+# The pre-class check (mha_serve/preflight.py): Python, the environment, the models, the port, the
+# network address (ROOM=1), memory for SEATS; each failure with its fix. Starts no server.
+preflight:  ## is this machine ready? Python, environment, models, port, network (ROOM=1), memory for SEATS
+	@$(if $(wildcard $(BIN)/python),,$(MAKE) --no-print-directory python-check PY="$(PY)" &&) \
+	$(if $(wildcard $(BIN)/python),$(BIN)/python,$(PY)) -m mha_serve.preflight --seats=$(SEATS) --port=$(PORT) $(if $(ROOM_ON),--room --host=$(ROOM_HOST))
 
 # The reveal.js slides: the same notebook (arrow keys), offline template `mha-reveal`.
-slides: $(STAMP)  ## the dashboard as reveal.js slides (for the projector) on the same port
+slides: $(STAMP)  ## the dashboard as reveal.js slides (for the projector); PORT=8867 to run it beside make dashboard
+	$(PORT_CHECK)
 	$(VOILA) notebooks/dashboard.ipynb --template=mha-reveal
 
 # The browser test saves screenshots at 390, 768, 1366 and 1920 px into build/screenshots/ (make
@@ -136,6 +177,7 @@ screenshots: $(STAMP) $(AXE)  ## re-take docs/dashboard*.png at 390, 768, 1366 a
 LESSON ?= 00_on_ramp
 lesson-slides: $(STAMP)  ## a lesson as offline slides, code shown: make lesson-slides LESSON=01_one_head
 	$(BIN)/python scripts/lesson_slides.py notebooks/$(LESSON).ipynb build/slides
+	$(PORT_CHECK)
 	$(VOILA) build/slides/$(LESSON).ipynb --template=mha-reveal --VoilaConfiguration.strip_sources=False \
 		"--VoilaConfiguration.resources={'reveal': {'url_prefix': '/voila/templates/mha-reveal/static/reveal'}}"
 

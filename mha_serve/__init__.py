@@ -9,6 +9,11 @@ it (Voila, Jupyter Server, JupyterHub). It imports ``mha_core``; ``mha_core`` ne
                                                   jupyter_server_config.json)
     classroom     classroom_plan, classroom       a pool sized to the class, warmed before the bell
                                                   (``python -m mha_serve classroom --seats 60``)
+    room          RoomVoila (room_app_class),     the dashboard on the room's network behind a join
+                  Gatekeeper                      code, its QR code and the projector page
+                                                  (``python -m mha_serve.room``, ``make dashboard ROOM=1``)
+    preflight     run_checks                      the pre-class check, each failure with its fix
+                                                  (``python -m mha_serve.preflight``, ``make preflight``)
     install       install_jupyter_files           the offline templates and settings into the
                                                   environment (``python -m mha_serve``)
     shared_cache  shared                          results on disk, shared by every kernel: the

@@ -101,13 +101,15 @@ def classroom_options(seats: int) -> list[str]:
 
 
 def classroom_command(seats: int, port: int, notebook: str = "notebooks/dashboard.ipynb",
-                      extra: tuple[str, ...] = ()) -> list[str]:
-    """The ``voila`` command line of classroom mode for ``seats`` students."""
-    return [sys.executable, "-m", "voila", notebook, f"--port={port}", *classroom_options(seats), *extra]
+                      extra: tuple[str, ...] = (), room_host: str | None = None) -> list[str]:
+    """The ``voila`` command line of classroom mode for ``seats`` students; with ``room_host``,
+    room mode's (``mha_serve.room``: on that address, behind a join code)."""
+    app = ["voila"] if room_host is None else ["mha_serve.room", f"--host={room_host}"]
+    return [sys.executable, "-m", *app, notebook, f"--port={port}", *classroom_options(seats), *extra]
 
 
 def classroom(argv: list[str] | None = None) -> None:
-    """``python -m mha_serve classroom --seats 60 [--port 8866] [voila options]``: print the plan,
+    """``python -m mha_serve classroom --seats 60 [--port 8866] [--room [--host ADDR]] [voila options]``: print the plan,
     refuse a class that does not fit, else replace this process by the ``voila`` of the class."""
     import argparse
 
@@ -116,6 +118,9 @@ def classroom(argv: list[str] | None = None) -> None:
     parser.add_argument("--seats", type=int, required=True, help="students expected (one warmed kernel each)")
     parser.add_argument("--port", type=int, default=8866)
     parser.add_argument("--notebook", default="notebooks/dashboard.ipynb")
+    parser.add_argument("--room", action="store_true",
+                        help="room mode: on the room's network behind a join code (mha_serve.room)")
+    parser.add_argument("--host", default="0.0.0.0", help="with --room: the address to listen on")
     args, extra = parser.parse_known_args(argv)
     try:
         plan = classroom_plan(args.seats)
@@ -127,6 +132,6 @@ def classroom(argv: list[str] | None = None) -> None:
           f"{plan.needed_mb / 1024:.1f} GB of the {plan.available_mb / 1024:.1f} GB available; "
           f"{plan.most_seats} seats would fit) on {os.cpu_count()} cores. Each kernel executes the "
           "dashboard once now; 'Classroom ready' follows when all are warm.", flush=True)
-    cmd = classroom_command(plan.seats, args.port, args.notebook, tuple(extra))
+    cmd = classroom_command(plan.seats, args.port, args.notebook, tuple(extra), args.host if args.room else None)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.execv(cmd[0], cmd)

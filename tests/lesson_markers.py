@@ -49,6 +49,7 @@ LESSONS_OF_FILE: dict[str, tuple[str, ...]] = {
     "test_exercises.py": ("00", "01", "02", "04", "07", "12"),
     "test_pitfalls.py": ("02", "07"),
     "test_block_exercises.py": ("09",),
+    "test_solutions.py": ("00", "01", "02", "04", "07", "12"),  # the solved exercises of exercises.py
     # decoding, training, the block, real models, long context
     "test_decode.py": ("06",),
     "test_trainer.py": ("08",),

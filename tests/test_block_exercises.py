@@ -36,6 +36,9 @@ WRONG_RMS = {
     "wrong_axis": lambda x, w, eps: x / np.sqrt(np.mean(x**2, axis=0, keepdims=True) + eps) * w,
     "whole_array": lambda x, w, eps: x / np.sqrt(np.mean(x**2) + eps) * w,
     "no_weight": lambda x, w, eps: x / np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + eps),
+    "weight_first": lambda x, w, eps: (x * w) / np.sqrt(np.mean((x * w) ** 2, axis=-1, keepdims=True) + eps),
+    "weight_added": lambda x, w, eps: x / np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + eps) + w,
+    "norm_not_rms": lambda x, w, eps: x / np.linalg.norm(x, axis=-1, keepdims=True) * w,
 }
 
 
@@ -68,6 +71,12 @@ def test_rms_blank_crash_nan_shape_and_library():
     assert not fb.ok and "NaN" in fb.message, fb
     fb = check_rms_norm(lambda x, w, eps: x.sum(-1))
     assert "Wrong shape" in fb.message, fb
+    fb = check_rms_norm(lambda x, w, eps: x / np.sqrt(np.mean(x**2, axis=-1) + eps) * w)  # no keepdims
+    assert not fb.ok and fb.pitfall == "no_keepdims" and "keepdims=True" in fb.message, fb
+    fb = check_rms_norm(lambda x, w, eps: (x / np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + eps) * w).astype(np.float32))
+    assert not fb.ok and fb.pitfall == "wrong_dtype" and "float32" in fb.message, fb
+    fb = check_rms_norm(lambda x, w, eps: x / np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + eps) * w * 1.01)
+    assert not fb.ok and fb.pitfall is None and "Check, in order" in fb.message, fb
 
     def in_place(x, w, eps):
         x /= np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + eps)
@@ -133,7 +142,19 @@ WRONG_LAYERS = {
         _ln(x + _mha(x, p, h), p, "ln1", e)),
     "no_second_norm": lambda x, p, h, e: (lambda y: y + _ffn(y, p))(_ln(x + _mha(x, p, h), p, "ln1", e)),
     "norms_swapped": lambda x, p, h, e: (lambda y: _ln(y + _ffn(y, p), p, "ln1", e))(_ln(x + _mha(x, p, h), p, "ln2", e)),
+    "no_activation": lambda x, p, h, e: (lambda y: _ln(y + (y @ p["W_in"] + p["b_in"]) @ p["W_out"] + p["b_out"], p, "ln2", e))(
+        _ln(x + _mha(x, p, h), p, "ln1", e)),
+    "gelu_tanh": lambda x, p, h, e: (lambda y: _ln(y + _gelu_tanh(y @ p["W_in"] + p["b_in"]) @ p["W_out"] + p["b_out"], p, "ln2", e))(
+        _ln(x + _mha(x, p, h), p, "ln1", e)),
+    "ffn_reads_x": lambda x, p, h, e: _ln(x + _ffn(x, p), p, "ln2", e),  # the y of the first norm computed, then lost
+    "residual_before_norm": lambda x, p, h, e: (lambda a: _ln(x + a + _ffn(_ln(x + a, p, "ln1", e), p), p, "ln2", e))(
+        _mha(x, p, h)),
 }
+
+
+def _gelu_tanh(z):
+    """GELU's tanh approximation (GPT-2's), which a student may write from memory."""
+    return 0.5 * z * (1 + np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z**3)))
 
 
 @pytest.mark.parametrize("fn", [right_layer, right_layer_by_hand])
@@ -163,6 +184,10 @@ def test_layer_blank_crash_and_calling_the_model(minilm):
     assert not fb.ok and "Wrong shape" in fb.message
     fb = check_encoder_layer(lambda x, p, n_heads, eps: x + p["nope"])
     assert not fb.ok and "raised KeyError" in fb.message
+    fb = check_encoder_layer(lambda x, p, n_heads, eps: right_layer(x, p, n_heads, eps) * 1.01)
+    assert not fb.ok and fb.pitfall is None and "Check, in order" in fb.message, fb
+    fb = check_encoder_layer(lambda x, p, n_heads, eps: right_layer(x, p, n_heads, eps).astype(np.float64))
+    assert fb.ok, fb  # a float64 answer with the right values is right
 
     def cheat(x, p, n_heads, eps):
         return minilm.hidden_states(np.array([101, 102]))[0]

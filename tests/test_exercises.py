@@ -83,6 +83,8 @@ def _mha_reference(x, params, h):
 
 
 def _split_stack(x, h):
+    if x.shape[-1] % h:  # slicing alone would drop the last columns without a word
+        raise ValueError(f"n_heads={h} does not divide d_model={x.shape[-1]}")
     d = x.shape[-1] // h
     return np.stack([x[..., i * d:(i + 1) * d] for i in range(h)], axis=-3)  # (..., h, N, d_k)
 
@@ -423,7 +425,7 @@ def test_nan_output_is_reported():
 def test_unknown_wrong_values_get_a_generic_diagnosis():
     fb = ex.check_attention(lambda q, k, v, mask=None: _attention_by_formula(q, k, v, mask)[0] + 0.1)
     assert not fb.ok and fb.pitfall is None and "largest difference from the right output 0.1" in fb.message
-    fb = ex.check_causal_mask(lambda n: np.ones((n, n), dtype=bool))
+    fb = ex.check_causal_mask(lambda n: np.tril(np.ones((n, n), dtype=bool)) ^ (np.arange(n)[:, None] == 3))
     assert not fb.ok and "entries differ" in fb.message
 
 
@@ -966,3 +968,79 @@ def test_every_partial_transpose_says_which_weights(subset):
         lambda x, p, h: _layer(x, p, h, _split_moveaxis, _merge_concat, t=subset))
     assert fb.pitfall == "weights_transposed"
     assert f"the layer with {' and '.join(subset)} transposed" in fb.message
+
+
+# -- the slips a cold read found answered only "Right shape, wrong values" (issue 28): each named ----
+
+def _sm(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _att(q, k, v, mask=None, *, scale=None, axis=-1, fill=-np.inf, add=False, keys_t=False, after=False):
+    s = q @ np.swapaxes(k, -1, -2)  # (h, N_q, N_k)
+    s = s * (q.shape[-1] ** -0.5 if scale is None else scale) if not after else s
+    if mask is not None:
+        s = s + mask if add else np.where(mask.T if keys_t else mask, s, fill)
+    w = _sm(s, axis)
+    return (w / np.sqrt(q.shape[-1]) if after else w) @ v
+
+
+SLIPS = [
+    (ex.check_softmax, lambda x: (x - x.max(-1, keepdims=True)) - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)),
+     "log-softmax"),
+    (ex.check_softmax, lambda x: np.exp(x - x.max(-1, keepdims=True)), "without the division by the row sum"),
+    (ex.check_softmax, lambda x: x / x.sum(-1, keepdims=True), "without any exp"),
+    (ex.check_softmax, lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x).sum(-1, keepdims=True),
+     "divided by the sum of exp(x)"),
+    (ex.check_attention, lambda q, k, v, mask=None: _att(q, k, v, mask, scale=np.sqrt(q.shape[-1])),
+     "multiplied by sqrt(d_k)"),
+    (ex.check_attention, lambda q, k, v, mask=None: _att(q, k, v, mask, axis=0), "a softmax over axis 0, the heads"),
+    (ex.check_attention, lambda q, k, v, mask=None: _att(k, q, v) if mask is None else _att(q, k, v, mask), "k @ q^T"),
+    (ex.check_attention, lambda q, k, v, mask=None: _att(q, k, v, mask, after=True), "after the softmax"),
+    (ex.check_attention, lambda q, k, v, mask=None: _att(q, k, v, mask, keys_t=True), "the mask transposed"),
+    (ex.check_attention, lambda q, k, v, mask=None: _att(q, k, v, mask, add=True), "the bool mask added to the scores"),
+    (ex.check_attention, lambda q, k, v, mask=None: _att(q, k, v, mask, fill=-1.0), "set to -1 instead of -inf"),
+    (ex.check_split_heads, lambda x, h: np.swapaxes(np.swapaxes(x.reshape(*x.shape[:-1], -1, h), -1, -2), -3, -2),
+     "the width read as (d_k, h)"),
+    (ex.check_split_heads, lambda x, h: np.swapaxes(x.reshape(*x.shape[:-1], h, -1), -1, -2),
+     "you swapped the last two axes"),
+    (ex.check_split_heads, lambda x, h: np.swapaxes(x.reshape(*x.shape[:-1], -1, h), -3, -2),
+     "the heads are h columns wide"),
+    (ex.check_split_heads, lambda x, h: np.swapaxes(x.reshape(*x.shape[:-1], h, -1), 0, -2) if x.ndim == 3
+     else np.swapaxes(x.reshape(*x.shape[:-1], h, -1), -3, -2), "The sizes are right but in the wrong order"),
+    (ex.check_split_heads, lambda x, h: np.swapaxes(x[..., :h * (x.shape[-1] // h)].reshape(*x.shape[:-1], h, -1), -3, -2),
+     "cannot share d_model = 12 columns evenly"),
+    (ex.check_causal_mask, lambda n: np.ones((n, n), bool), "a mask of all True, which blocks nothing"),
+    (ex.check_causal_mask, lambda n: np.eye(n, dtype=bool), "the diagonal only"),
+    (ex.check_causal_mask, lambda n: np.where(np.tril(np.ones((n, n), bool)), 0.0, -np.inf), "an additive mask"),
+    (ex.check_scale, lambda d_model, h: h ** -0.5, "1/sqrt(h)"),
+]
+
+
+@pytest.mark.parametrize(("checker", "fn", "phrase"), SLIPS, ids=[s[2] for s in SLIPS])
+def test_each_slip_is_named_not_just_wrong_values(checker, fn, phrase):
+    fb = checker(fn)
+    assert not fb.ok and fb.attempted
+    assert phrase in fb.message, fb.message
+    assert "Right shape, wrong values" not in fb.message
+
+
+def test_a_mistake_that_matches_a_name_at_one_size_only_is_not_given_that_name():
+    """1/sqrt(d_model * h) equals 1/d_k at d_model=512, h=8 (4096 = 64²), and at no other size tried."""
+    fb = ex.check_scale(lambda d_model, h: (d_model * h) ** -0.5)
+    assert not fb.ok and fb.pitfall is None and "1/d_k" not in fb.message
+    hard_coded = ex.check_scale(lambda d_model, h: 0.125)
+    assert "right at some sizes and not others" in hard_coded.message
+
+
+def test_a_split_that_fails_for_an_uneven_h_passes():
+    """Any error for an h that does not divide d_model is right: the core's own ValueError too."""
+    from mha_core import split_heads as core_split
+
+    def mine(x, h):
+        if x.shape[-1] % h:
+            return core_split.unchecked(x, h)  # the core without its checks: the reshape itself fails
+        return np.swapaxes(x.reshape(*x.shape[:-1], h, -1), -3, -2)
+
+    assert ex.check_split_heads(mine).ok

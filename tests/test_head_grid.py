@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib import colormaps
@@ -144,6 +145,17 @@ def test_head_grid_figure_has_one_visible_axes_per_head():
     assert len(heat) == 6
     assert fig._suptitle.get_text() == "six heads"
     assert heat[0].get_ylabel() == "query token (N_q)"
+
+
+@pytest.mark.parametrize("query", [1, 8, 19])
+def test_the_outlined_query_is_labelled_on_its_axis(query):
+    """Notebook 04 outlines "it" (position 8 of 20), which every-third-token labels once skipped."""
+    labels = [f"w{i}" for i in range(20)]
+    fig = head_grid.head_grid_figure(_weights(8, 20), labels, title="t", query=query)
+    first = next(ax for ax in fig.axes if ax.images and ax.get_ylabel())
+    shown = {t.get_text() for t in first.get_yticklabels()}
+    assert labels[query] in shown and len(shown) <= len(head_grid._tick_positions(20, 20))
+    plt.close(fig)
 
 
 

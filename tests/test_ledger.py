@@ -48,8 +48,11 @@ def test_ledger_agrees_with_the_arrays(case):
     assert steps[-1][1] == case.x.shape == out.shape
     s = steps_by_name(steps)
     assert s["Q = X @ W_Q"] == (*lead, n_q, h * d_k)
-    assert s["K = X @ W_K"] == (*lead, n_k, n_kv * d_k)
-    assert s["V = X @ W_V"] == (*lead, n_k, n_kv * d_v)
+    src = "X" if case.x_kv is None else "X_kv"  # cross-attention names the sequence K and V come from
+    if src == "X_kv":
+        assert s["X_kv"] == case.x_kv.shape
+    assert s[f"K = {src} @ W_K"] == (*lead, n_k, n_kv * d_k)
+    assert s[f"V = {src} @ W_V"] == (*lead, n_k, n_kv * d_v)
     assert s["Q as heads: reshape"] == (*lead, n_q, h, d_k)
     assert s["Q heads: transpose"] == (*lead, h, n_q, d_k)
     assert s["K heads"] == (*lead, n_kv, n_k, d_k)

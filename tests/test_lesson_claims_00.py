@@ -10,7 +10,7 @@ CLAIMS = Claims(NB)
 
 
 @CLAIMS(
-    "A query scores every key by the **dot product** $q \\cdot k_j$: large when the two vectors "
+    "A query **scores** every key by the **dot product** $q \\cdot k_j$: large when the two vectors "
     "point the same way.",
     after="scores = K @ q",
 )
@@ -123,7 +123,7 @@ def causal_query_ignores_later_keys(out_2, out_m):
 
 
 @CLAIMS(
-    "Because every layer adds to the stream, attention must return exactly the shape it was given, "
+    "Because every part adds to the stream, attention must return exactly the shape it was given, "
     "$(N, d_{model})$.",
     after="cfg = MHAConfig(d_model=16, n_heads=4)",
 )
@@ -201,6 +201,47 @@ def q4_1_keeps_4_bits_per_weight_scale_offset():
 
     # a block: 32 weights in 20 bytes = 32 x 4 bits + a 2-byte scale + a 2-byte offset
     assert gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.Q4_1] == (32, 32 * 4 // 8 + 2 + 2)
+
+
+@CLAIMS(
+    "it lies between them, nearer to both than to any other value.",
+    after="answer = weights @ V",
+)
+def answer_nearer_to_sat_and_on(answer, V):
+    distances = np.linalg.norm(answer - V, axis=-1)  # (N,)
+    assert max(distances[2], distances[3]) < min(distances[j] for j in (0, 1, 4, 5))
+    assert ((np.minimum(V[2], V[3]) <= answer) & (answer <= np.maximum(V[2], V[3]))).all()  # between them
+
+
+@CLAIMS(
+    "With unequal weights $p$ and $1-p$ the two orders give different blends, but still one blend",
+    after="one_head_w = softmax(np.array([5.0, 5.0]))",
+)
+def uneven_split_tells_the_orders_apart(word, softmax, one_head_w):
+    assert np.allclose(one_head_w, [0.5, 0.5])  # the toy's split is the even one
+    p = softmax(np.array([5.0, 4.0]))  # an uneven split
+    a, b = word["cat"], word["dog"]
+    assert not np.allclose(p[0] * a + p[1] * b, p[0] * b + p[1] * a)
+
+
+@CLAIMS(
+    "Entry $2i$ is $\\sin(p / 10000^{2i/d_{model}})$ and entry $2i+1$ is $\\cos(p / 10000^{2i/d_{model}})$",
+    after="P = positional_encoding(3, d_model)",
+)
+def positional_encoding_formula(positional_encoding):
+    pe = positional_encoding(40, 32)  # (N, d_model), the heatmap's
+    p, i = np.arange(40)[:, None], np.arange(16)
+    assert np.allclose(pe[:, 0::2], np.sin(p / 10000 ** (2 * i / 32)))
+    assert np.allclose(pe[:, 1::2], np.cos(p / 10000 ** (2 * i / 32)))
+    assert np.abs(pe[:, -2]).max() < 0.1 and pe[:, -1].min() > 0.99  # the slow rows: near 0 and near 1
+
+
+@CLAIMS(
+    "the sum still lies nearest to its own word's vector, so the word is not lost",
+    after="P = positional_encoding(3, d_model)",
+)
+def word_survives_the_position(nearest):
+    assert nearest == [0, 1, 2]
 
 
 test_quotes, test_claim = CLAIMS.tests()

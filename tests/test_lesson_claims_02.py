@@ -24,7 +24,8 @@ def symbols_are_distinct_sizes(B, N, d_model, h, d_k):
     r"`trace_shapes` runs the layer once and lists the shape of every array it computes, in the order they were made",
     after="ledger = trace_shapes(X, params, h)",
 )
-def ledger_shapes_of_every_step(shapes, N, h, d_k, d_model):
+def ledger_shapes_of_every_step(ledger, N, h, d_k, d_model):
+    shapes = dict(ledger)
     assert shapes['Q as heads: reshape'] == (N, h, d_k)
     assert shapes['Q heads: transpose'] == (h, N, d_k)
     assert shapes['scores = Q K^T / sqrt(d_k)'] == (h, N, N)
@@ -39,6 +40,28 @@ def ledger_shapes_of_every_step(shapes, N, h, d_k, d_model):
 def ledger_ends_on_the_input_shape(ledger, N, d_model):
     assert ledger[0] == ('X', (N, d_model))
     assert ledger[-1][1] == (N, d_model)
+
+
+@CLAIMS(
+    r"Both only change how the same memory is indexed.",
+    after="Q_heads = split_heads(Q, h)  # (h, N, d_k)",
+)
+def the_split_is_a_view_and_merge_undoes_it(Q, Q_heads, h, N, d_k, merge_heads):
+    assert Q_heads.shape == (h, N, d_k)
+    assert np.shares_memory(Q_heads, Q)
+    assert all(np.array_equal(Q_heads[i], Q[:, i * d_k:(i + 1) * d_k]) for i in range(h))
+    assert np.array_equal(merge_heads(Q_heads), Q)
+
+
+@CLAIMS(
+    r"the split is one `reshape` and one `swapaxes`, the merge the same two steps backwards.",
+    after="print(source(split_heads))",
+)
+def split_and_merge_are_reshape_and_swapaxes(source, split_heads, merge_heads):
+    split, merge = source(split_heads), source(merge_heads)
+    assert split.count(".reshape(") == 1 and split.count("np.swapaxes(") == 1
+    assert merge.count(".reshape(") == 1 and merge.count("np.swapaxes(") == 1
+    assert merge.index("np.swapaxes(") < merge.index(".reshape(")  # swap back first, then the reshape
 
 
 @CLAIMS(
@@ -65,7 +88,8 @@ def output_shape_is_input_shape(y_i, x_i):
     r"problems",
     after="X_batch = rng.standard_normal((B, N, d_model))",
 )
-def batched_ledger_shapes(shapes_b, B, h, N, d_k, d_model, ledger_b):
+def batched_ledger_shapes(B, h, N, d_k, d_model, ledger_b):
+    shapes_b = dict(ledger_b)
     assert shapes_b['Q heads: transpose'] == (B, h, N, d_k)
     assert shapes_b['scores = Q K^T / sqrt(d_k)'] == (B, h, N, N)
     assert shapes_b['concat: reshape'] == (B, N, d_model)

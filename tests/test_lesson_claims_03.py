@@ -24,7 +24,8 @@ def d_k_is_64(d_k):
     r"`trace_config` runs the layer once on random input and lists the shape of every array it computes",
     after="trace_100 = trace_config(cfg, N, seed=0)",
 )
-def traced_shapes(shapes, h, N, d_k, d_model):
+def traced_shapes(trace_100, h, N, d_k, d_model):
+    shapes = dict(trace_100.steps)
     assert shapes['Q heads: transpose'] == (h, N, d_k)
     assert shapes['scores = Q K^T / sqrt(d_k)'] == (h, N, N)
     assert shapes['out = concat @ W_O'] == shapes['X'] == (N, d_model)
@@ -90,6 +91,35 @@ def crossover_at_2_d_model_for_several_widths(crossover, MHAConfig, count_macs):
 )
 def crossover_is_1024(N_star):
     assert N_star == 1_024
+
+
+@CLAIMS(
+    r"four more vectors: the last line prints that count too.",
+    after="with_biases = count_params(",
+)
+def parameters_with_biases(with_biases, d_model, init_params, MHAConfig, h):
+    assert with_biases == 4 * d_model**2 + 4 * d_model == 1_050_624
+    assert sum(a.size for a in init_params(MHAConfig(d_model, h, bias=True), rng=0).values()) == with_biases
+
+
+@CLAIMS(
+    r"The head count cancels: $h \cdot N^2 \cdot d_k = N^2 \cdot d_{model}$.",
+    after="print(f\"h·N²·d_k = ",
+)
+def head_count_cancels(h, N, d_k, d_model, count_macs, cfg):
+    assert h * N**2 * d_k == N**2 * d_model
+    assert count_macs(cfg, N)["attention"] == 2 * h * N**2 * d_k
+    assert count_macs(cfg, N)["projections"] == 4 * N * d_model * d_model
+
+
+@CLAIMS(
+    r"With a batch of $B$ sequences every array gains a leading axis of size $B$ and nothing else changes",
+    after="trace_b = trace_config(cfg, N, batch=2, seed=0)",
+)
+def batch_adds_a_leading_axis(trace_b, trace_100):
+    assert [step for step, _ in trace_b.steps] == [step for step, _ in trace_100.steps]
+    assert all(shape_b == (2, *shape) for (_, shape_b), (_, shape) in zip(trace_b.steps, trace_100.steps, strict=True))
+    assert trace_b.total_macs() == 2 * trace_100.total_macs()
 
 
 test_quotes, test_claim = CLAIMS.tests()

@@ -56,6 +56,33 @@ def winning_key_is_an_accident(same_winner, h):
 
 
 @CLAIMS(
+    r"Not every row of a random layer is that flat.",
+    after="column_mean = weights.mean(axis=1)",
+)
+def some_rows_are_not_flat(weights, top, N):
+    assert weights.max() > 2 * top.max()  # a row far more peaked than any head's row of "it"
+    assert weights.max() * N > 10
+
+
+@CLAIMS(
+    r"draws weight from many rows and shows as a bright column",
+    after="column_mean = weights.mean(axis=1)",
+)
+def a_bright_column(column_mean, head_b, key_b, weights, N):
+    assert column_mean[head_b, key_b] > 3 / N  # several times uniform, on average over every query
+    assert (weights[head_b, :, key_b] > 1 / N).mean() > 0.5  # above uniform in most rows of that head
+
+
+@CLAIMS(
+    r"the random seed put it there, not the sentence.",
+    after="column_mean = weights.mean(axis=1)",
+)
+def the_bright_column_moves_with_the_seed(multi_head_attention, init_params, X, cfg, h, head_b, key_b):
+    other = multi_head_attention(X, init_params(cfg, rng=1), h, return_weights=True)[1].mean(axis=1)  # (h, N_k)
+    assert other[head_b].argmax() != key_b
+
+
+@CLAIMS(
     r"that the causal mask makes every weight above the diagonal exactly 0, for every head and every "
     r"sequence of a batch",
     after="from mha_core.teaching.demo import PASSAGE",

@@ -104,11 +104,11 @@ def reshape_without_transpose_misplaces(right_split, wrong_split, H_SHOW, N_SHOW
 
 
 @CLAIMS(
-    r"On real numbers the error in one split tensor is as large as the tensor itself.",
+    r"On real numbers the error in one split tensor is at least as large as the tensor itself (printed below: more than 100%).",
     after="Qs, Ks, Vs = (Xs @ p[w]",
 )
 def reshape_without_transpose_error_is_large(split_err, layer_err):
-    assert split_err > 0.5
+    assert split_err >= 1.0
     assert layer_err > 0.5
 
 

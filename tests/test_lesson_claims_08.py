@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from lesson_claims import Claims
 
+from mha_core.training.tasks import IGNORE
+
 NB = "08_why_several_heads.ipynb"
 CLAIMS = Claims(NB)
 
@@ -13,8 +15,18 @@ CLAIMS = Claims(NB)
     r"the model must name the **ordered pair** $(x_{t-a},\ x_{t-b})$",
     after="task = toy_models.TASK",
 )
-def task_names_the_ordered_pair(first, t, second, x, a, b):
+def task_names_the_ordered_pair(first, task, second, x, a, b):
+    t = task.n - 1  # the last position
     assert (first[0, t], second[0, t]) == (x[0, t - a], x[0, t - b])
+
+
+@CLAIMS(
+    r"Only the rows from position $\max(a, b)$ on are drawn, the positions where an answer is asked",
+    after="task = toy_models.TASK",
+)
+def maps_start_at_the_first_answer(task, a, b, y):
+    assert task.first_target == max(a, b)
+    assert (y[0, : task.first_target] == IGNORE).all() and (y[0, task.first_target :] != IGNORE).all()
 
 
 @CLAIMS(
@@ -24,6 +36,18 @@ def task_names_the_ordered_pair(first, t, second, x, a, b):
 def same_counts_for_every_h(counts, toy_models, heads):
     assert len({c['total'] for c in counts.values()}) == 1
     assert all(sum(p.size for p in toy_models.load(h).params.values()) == counts[h]['total'] for h in heads)
+
+
+@CLAIMS(
+    r"token and position embeddings (a learned vector for each token of the vocabulary and a learned "
+    r"vector for each position, added together",
+    after="c = counts[heads[0]]",
+)
+def parameters_split_into_embeddings_attention_readout(c, task, d_model, counts):
+    assert c["embeddings"] == (task.vocab + task.n) * d_model
+    assert c["readout"] == 2 * d_model * task.vocab + 2 * task.vocab
+    assert c["embeddings"] + c["attention"] + c["readout"] == c["total"]
+    assert all(counts[h] == c for h in counts)
 
 
 @CLAIMS(
@@ -117,8 +141,8 @@ def four_heads_none_prunable(prunable):
 
 
 @CLAIMS(
-    r"With two heads, both are essential: without either one, the model still names its own token but "
-    r"can only guess the other",
+    r"With two heads, both are essential: without either one, the model still names the token that "
+    r"the remaining head fetches but can only guess the other",
     after="TOLERANCE = 0.01",
 )
 def two_heads_both_essential(prunable, one_left, task):
@@ -161,7 +185,7 @@ def control_converges_late(late, slowest_multi):
 
 
 @CLAIMS(
-    r"What limits it is room: 256 ordered pairs to keep apart in a 16-wide blend.",
+    r"Our reading is that what limits it is room: 256 ordered pairs to keep apart in a 16-wide blend.",
     after='control = record["control"]',
 )
 def room_256_pairs_in_16_wide(task, d_model):

@@ -185,4 +185,16 @@ def gqa_divides_the_cache(kv_mha, kv_gqa, decode):
     assert decode < kv_gqa / 1000
 
 
+@CLAIMS(
+    r"Tiling removes the $N^2$ term from the *memory* that computing attention needs; the "
+    r"computation itself is still $2N^2 d_{model}$ multiply-accumulates per layer, as in 05.",
+    after="mha_cfg = MHAConfig(d_model=4096, n_heads=32)",
+)
+def tiling_keeps_the_n_squared_computation(mha_cfg):
+    from mha_core import count_macs
+
+    for n in (2_048, 32_768):
+        assert count_macs(mha_cfg, n)["attention"] == 2 * n * n * mha_cfg.d_model
+
+
 test_quotes, test_claim = CLAIMS.tests()

@@ -28,7 +28,8 @@ def _heads():
     params = {h: 4 * 64**2 for h in heads}
     macs = {h: {"total": 1000, "softmax_exps": h * 100} for h in heads}
     timing = {h: {"forward": 1.0 + h, "matmuls": 0.5, "softmax": 0.1 * h} for h in heads}
-    return heads, params, macs, timing
+    spread = {h: dict.fromkeys(("forward", "matmuls", "softmax"), 0.1) for h in heads}
+    return heads, params, macs, timing, spread
 
 
 CALLS = {
@@ -40,7 +41,7 @@ CALLS = {
     "flat_in_h": (lambda: F.show_flat_in_h(*_heads()[:3], 100, 64), "at h=8"),
     "macs_against_n": (lambda: F.show_macs_against_n(np.array([16, 128, 1024]), np.array([1, 8, 64]),
                                                      np.array([1, 64, 4096]), 128, 64), "N = 2·d_model = 128"),
-    "clock": (lambda: F.show_clock(_heads()[0], _heads()[3], 10**6, 128, 64), "from 2.0 to 9.0 ms"),
+    "clock": (lambda: F.show_clock(_heads()[0], _heads()[3], _heads()[4], 10**6, 128, 64), "from 2.0 to 9.0 ms"),
     "score_growth": (lambda: F.show_score_growth(np.array([512, 1024, 2048, 4096]), 8, 512, 4), "slope 2"),
     "peak_memory": (lambda: F.show_peak_memory([256, 512], {"one-shot": [2.6, 9.1], "tiled": [1.7, 1.9]}, 8, 32),
                     "tiled from 1.7 to 1.9 MiB"),
@@ -51,7 +52,7 @@ CALLS = {
                                                      n_heads=4, layers=2), "2 GiB, 1 GiB, 0.5 GiB"),
     "decode_profile": (lambda: F.show_decode_profile(
         {"MHA": dict.fromkeys(F.DECODE_STAGES, 1.0), "MQA": dict.fromkeys(F.DECODE_STAGES, 0.5)},
-        {"MHA": 48.0, "MQA": 10.0}), "MQA (10 MiB read): projections 0.50 ms, scores q·Kᵀ 0.50 ms, softmax 0.50 ms, weights·V 0.50 ms, checks + cache write 0.50 ms"),
+        {"MHA": 48.0, "MQA": 10.5}), "MQA (10.5 MiB read): projections 0.50 ms, scores q·Kᵀ 0.50 ms, softmax 0.50 ms, weights·V 0.50 ms, checks + cache write 0.50 ms"),
 }
 
 
@@ -84,9 +85,9 @@ def _decode_layer(n_kv: int, t: int = 40):
 def test_profile_decode_step_times_every_stage_and_leaves_the_cache_as_it_was(n_kv):
     x, p, cache = _decode_layer(n_kv)
     before = cache.K.copy()
-    times = F.profile_decode_step(x[-1], p, 4, cache, n_kv_heads=n_kv, repeats=3)
-    assert list(times) == ["step", *F.DECODE_STAGES]
-    assert all(ms > 0 for ms in times.values())
+    times, spread = F.profile_decode_step(x[-1], p, 4, cache, n_kv_heads=n_kv, repeats=3)
+    assert list(times) == list(spread) == ["step", *F.DECODE_STAGES]
+    assert all(ms > 0 for ms in times.values()) and all(s >= 0 for s in spread.values())
     assert cache.length == 40
     np.testing.assert_array_equal(cache.K[..., :40, :], before[..., :40, :])
 
@@ -120,7 +121,9 @@ def test_notebook_08_figures(shown):
     assert "head 0: 0.00 and 0.00; head 1: 0.00 and 0.00" in alts[1]
     assert "between 1 place back (0.50) and 3 places back (0.50). h = 2: every head bright at only one" in alts[2]
     assert "head 0 (attends t-3) 0.75" in alts[3]
-    assert "h = 2: falls at the first head removed; h = 4: 1 to 1 heads go at little cost" in alts[4]
+    assert "the queries that must answer (3 to 3) down" in alts[1]
+    assert ("h = 2: the first head removed costs more than the tolerance (accuracy 0.06 to 0.06 after it); "
+            "h = 4: 1 to 1 heads go at little cost" in alts[4])
     assert all(image.min_font_pt >= MIN_FONT_PT - 1e-9 for image in shown)
 
 
@@ -129,6 +132,8 @@ def test_notebook_08_figures_refuse_mismatched_shapes():
         F.show_accuracy_by_heads([1, 2, 4], np.zeros((2, 5)), chance=0.1, d_model=16)
     with pytest.raises(ValueError, match=r"weights must have shape \(h, 2, 2\)"):
         F.show_attention_maps(["a", "b"], np.zeros((1, 3, 3)), seed=0, offsets=(1,), first_query=1)
+    with pytest.raises(ValueError, match=r"first_query must be an int in \[0, 2\), got 2"):
+        F.show_attention_maps(["a", "b"], np.zeros((1, 2, 2)), seed=0, offsets=(1,), first_query=2)
     with pytest.raises(ValueError, match="one length"):
         F.show_head_ablation([1.0, 0.5], [1], highlight=1)
 
@@ -161,4 +166,43 @@ def test_time_attention_parts_times_each_part_for_each_h():
     assert all(set(t) == {"forward", "matmuls", "softmax"} and min(t.values()) > 0 for t in timing.values())
     assert all(min(s.values()) >= 0 for s in spread.values())
     with pytest.raises(ValueError, match="rounds must be a positive int, got 0"):
-        F.median_ms({"a": lambda: None}, rounds=0)
+        F.fastest_ms({"a": lambda: None}, rounds=0)
+
+
+def test_fastest_ms_keeps_the_fastest_round_and_the_medians_distance_above_it():
+    (best, spread), = F.fastest_ms({"a": lambda: sum(range(2000))}, rounds=5).values()
+    assert best > 0 and spread >= 0
+
+
+@pytest.mark.parametrize(("a", "b", "apart"), [
+    ((1.0, 0.1), (1.5, 0.1), True),  # gap 0.5 ms > 0.1 + 0.15 ms
+    ((1.0, 0.3), (1.5, 0.2), False),  # gap 0.5 ms < 0.3 + 0.3 ms
+    ((2.0, 0.0), (2.0, 0.0), False),
+])
+def test_clearly_apart_needs_a_gap_larger_than_both_spreads(a, b, apart):
+    assert F.clearly_apart(a, b) is apart and F.clearly_apart(b, a) is apart
+
+
+def _tick_labels(axis):
+    axis.axes.figure.canvas.draw()
+    return [t.get_text() for t in axis.get_ticklabels() if t.get_text()]
+
+
+def test_the_cost_figures_label_every_h_and_every_d_k(monkeypatch):
+    """The h and d_k axes of notebook 05 show every value (plain_log_ticks once blanked them)."""
+    figures = []
+    monkeypatch.setattr(F, "show_figure", lambda fig, alt: figures.append(fig))
+    heads, params, macs, timing, spread = _heads()
+    F.show_flat_in_h(heads, params, macs, 100, 64)
+    F.show_clock(heads, timing, spread, 10**6, 128, 64)
+    flat, clock = figures
+    wanted_h = [str(h) for h in heads]
+    assert [_tick_labels(ax.xaxis) for ax in flat.axes] == [wanted_h, wanted_h]
+    assert _tick_labels(clock.axes[0].xaxis) == wanted_h
+    assert _tick_labels(clock.axes[1].xaxis) == [str(64 // h) for h in heads]
+    # the clock's timings carry error bars: one vertical segment per point of each line
+    from matplotlib.collections import LineCollection
+    bars = [c for c in clock.axes[0].collections if isinstance(c, LineCollection)]
+    assert len(bars) == 3 and all(len(c.get_segments()) == len(heads) for c in bars)
+    for fig in figures:
+        plt.close(fig)

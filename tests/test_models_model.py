@@ -106,7 +106,7 @@ def test_head_mask_equals_the_cores_head_mask_on_one_layer(model):
     p = model.layers[0]
     if model.name == "smollm2":  # pre-norm: x + 0, then the feed-forward
         emb = x0[0]
-        np.testing.assert_allclose(x0[1], emb + model._ffn(emb, p), atol=1e-5)
+        np.testing.assert_allclose(x0[1], emb + model.mlp(emb, p), atol=1e-5)
     else:  # post-norm: LayerNorm(x + b_O), then the feed-forward
         from mha_core.models.blocks import gelu_mlp, layer_norm
 

@@ -257,3 +257,44 @@ def test_self_token_score_is_the_mean_of_the_main_diagonal():
     np.testing.assert_allclose(P.self_token_score(w), np.diagonal(w, axis1=-2, axis2=-1).mean(-1))
     with pytest.raises(ValueError, match="sum to 1"):
         P.self_token_score(np.ones((n, n)))
+
+
+def _maps(rows: np.ndarray) -> np.ndarray:
+    """(heads, N, N) maps whose every row is ``rows[head]`` (each (N,), summing to 1)."""
+    n = rows.shape[-1]
+    return np.repeat(rows[:, None, :], n, axis=1).astype(np.float64)
+
+
+def test_query_row_finds_words_by_their_text_and_reads_the_query_row():
+    toks = ["[CLS]", "the", "animal", "street", "it", "[SEP]"]
+    maps = _maps(np.array([[0.1, 0.1, 0.5, 0.1, 0.1, 0.1], [0.5, 0.1, 0.1, 0.1, 0.1, 0.1]]))
+    maps[0, 4] = [0.0, 0.0, 0.9, 0.1, 0.0, 0.0]  # head 0: "it" looks at "animal"
+    r = P.query_row(maps, toks, "it", ("animal", "street"))
+    assert r.query == 4 and r.positions == {"it": 4, "animal": 2, "street": 3}
+    assert np.allclose(r.on("animal"), [0.9, 0.1]) and np.allclose(r.on("street"), [0.1, 0.1])
+    assert np.allclose(r.others_on("animal"), [0.5, 0.1])  # the other five queries of each head
+    bpe = P.query_row(maps, ["The", " animal", "Ġstreet", " it", ",", "."], " it".strip(), ["animal", "street"])
+    assert bpe.positions == {"it": 3, "animal": 1, "street": 2}
+    with pytest.raises(ValueError, match="'dog' is not among the tokens"):
+        P.query_row(maps, toks, "it", ["dog"])
+    with pytest.raises(ValueError, match="tokens must have N=6"):
+        P.query_row(maps, toks[:5], "it", ["animal"])
+
+
+def test_swap_test_counts_heads_with_and_against_and_leaves_the_swapped_word_out():
+    toks_a = ["[CLS]", "animal", "street", "it", "tired", "[SEP]"]
+    toks_b = ["[CLS]", "animal", "street", "it", "wide", "[SEP]"]
+    base = np.full((3, 6), 1 / 6)
+    a, b = _maps(base.copy()), _maps(base.copy())
+    a[0, 3] = [0.0, 0.6, 0.1, 0.0, 0.3, 0.0]  # head 0 follows the meaning: animal with "tired" ...
+    b[0, 3] = [0.0, 0.1, 0.6, 0.0, 0.3, 0.0]  # ... street with "wide"
+    a[1, 3] = [0.0, 0.1, 0.6, 0.0, 0.3, 0.0]  # head 1 goes the other way
+    b[1, 3] = [0.0, 0.6, 0.1, 0.0, 0.3, 0.0]
+    a[2, 3] = [0.0, 0.2, 0.2, 0.0, 0.6, 0.0]  # head 2: only the weight on the swapped word moves
+    b[2, 3] = [0.3, 0.2, 0.2, 0.0, 0.0, 0.3]
+    ra, rb = (P.query_row(m, t, "it", ("animal", "street")) for m, t in ((a, toks_a), (b, toks_b)))
+    s = P.swap_test(ra, rb, "animal", "street")
+    assert (s.with_meaning, s.against, s.shift) == (1, 1, (0,))
+    # head 2's 0.6 on "tired" against 0 on "wide" is left out (else the change would be 0.6);
+    # its [CLS] and [SEP] (the same tokens in both) move by 0.3, heads 0 and 1 by 0.5
+    assert np.isclose(s.change, 0.5)

@@ -119,3 +119,18 @@ def test_mathtext_superscripts_count_at_their_drawn_size():
     assert "1000" in labels and "1e6" in labels
     assert viz.rendered_font_sizes(fig)[0][1] == pytest.approx(10.0)
     plt.close(fig)
+
+
+def test_plain_log_ticks_keeps_labels_set_by_hand():
+    """An axis given its own tick labels (notebook 05's h = 1, 2, 4, ...) keeps every one of them."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot([1, 8], [1, 2])
+    ax.set(xscale="log", yscale="log")
+    ax.set_xticks([1, 2, 4, 8], ["1", "2", "4", "8"])
+    viz.plain_log_ticks(ax)
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4", "8"]
+    assert all("$" not in t.get_text() for t in ax.get_yticklabels())  # the other axis is still plain
+    plt.close(fig)

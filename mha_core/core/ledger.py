@@ -47,10 +47,13 @@ def ledger(x, params, n_heads, **kwargs) -> Ledger:
         if summed is not None:
             book.macs.append((name, int(a.size) * summed))
 
+    src = "X_kv" if s["cross"] else "X"  # cross-attention reads K and V from the other sequence
     note("X", s["x"])
+    if src == "X_kv":
+        note("X_kv", s["x_kv"])
     note("Q = X @ W_Q", s["Q"], s["x"].shape[-1])
-    note("K = X @ W_K", s["K"], d_model_kv)
-    note("V = X @ W_V", s["V"], d_model_kv)
+    note(f"K = {src} @ W_K", s["K"], d_model_kv)
+    note(f"V = {src} @ W_V", s["V"], d_model_kv)
     # (..., N_q, h, d_k), a view
     book.steps.append(("Q as heads: reshape", (*s["Q"].shape[:-1], h, d_k)))
     note("Q heads: transpose", s["q"])

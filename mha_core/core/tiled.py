@@ -3,7 +3,8 @@
 ``scaled_dot_product_attention`` holds every score at once: ``h * N^2`` numbers, 32 GiB at h=8,
 N=32,768 in float32. Each output row is only a weighted average of V's rows, and a weighted
 average can be accumulated one tile of keys at a time if each query row keeps three running
-numbers (Milakov & Gimelshein 2018):
+numbers (the running max and sum of Milakov & Gimelshein 2018, plus the running weighted sum of
+the values of Rabe & Staats 2021 and Dao et al. 2022):
 
     m  the largest score so far                   (..., rows, 1)
     ell  the sum of exp(score - m) so far         (..., rows, 1)
@@ -11,9 +12,9 @@ numbers (Milakov & Gimelshein 2018):
 
 A tile with scores ``s`` raises the max to ``m_new``; ``alpha = exp(m - m_new)`` rescales what was
 summed against the old max, and at the end ``out = o / ell``. Queries are taken a block at a time,
-so the largest array alive is one (block_q, block_k) tile of scores: this is the loop of
-FlashAttention (Dao et al. 2022). With ``causal``, tiles whose keys all come after the block's
-last query are skipped, not masked.
+so the largest array alive is one (block_q, block_k) tile of scores: this is the loop order of
+FlashAttention-2 (Dao 2023; FlashAttention-1, Dao et al. 2022, put the key tiles outside). With
+``causal``, tiles whose keys all come after the block's last query are skipped, not masked.
 
 Two speed choices beyond the loop, both in lesson 11 and measured in benchmarks/README.md:
 - a frozen max: once every row of a block has a max, each new tile is first added against that

@@ -1,11 +1,13 @@
 """``python -m mha_core.models fetch [minilm|smollm2] [--force] [--from PATH]`` (what ``make models`` runs),
-``python -m mha_core.models verify`` (hash every cached array) and ``python -m mha_core.models where``."""
+``python -m mha_core.models verify`` (hash every cached array), ``python -m mha_core.models where``
+and ``python -m mha_core.models about FOLDER`` (a model folder's family and float32 size, before loading it)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from .checkpoint import available_bytes, describe
 from .model import ModelCacheError, ModelFetchError
 from .store import NAMES, cache_dir, fetch, verify
 
@@ -20,9 +22,21 @@ def main(argv: list[str] | None = None) -> int:
     v = sub.add_parser("verify", help="check the SHA-256 of every cached array (slow)")
     v.add_argument("names", nargs="*", help=f"default: all of {', '.join(NAMES)}")
     sub.add_parser("where", help="print the cache folder")
+    a = sub.add_parser("about", help="a model folder's family and size in float32, from its headers alone")
+    a.add_argument("folder")
     args = parser.parse_args(argv)
     if args.command == "where":
         print(cache_dir())
+        return 0
+    if args.command == "about":
+        try:
+            info = describe(args.folder)
+        except (OSError, ValueError) as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        need, free = info["float32_bytes"], available_bytes()
+        print(f"{args.folder}: {info['family']}, {info['parameters']:,} parameters, {need / 2**20:,.1f} MiB in "
+              f"float32; {free / 2**20:,.0f} MiB available now: {'fits' if need <= free else 'does not fit'}")
         return 0
     names = args.names or list(NAMES)
     try:

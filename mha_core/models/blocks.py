@@ -5,7 +5,7 @@ Attention itself is the core's (``mha_core.core.mha``). A layer of a real model 
     embed       token ids -> rows of an embedding table        (N,) -> (N, d_model)
     layer_norm  centre and scale each token (BERT)             (N, d_model) -> (N, d_model)
     rms_norm    scale each token by its root-mean-square (Llama), no centring
-    gelu        the smooth ReLU of BERT's feed-forward
+    gelu        the smooth ReLU of BERT's feed-forward; gelu_tanh, GPT-2's tanh approximation of it
     swiglu      Llama's gated feed-forward: silu(x W_gate) * (x W_up), then W_down
 
 Pure functions on NumPy arrays; every one keeps the dtype of its input.
@@ -87,6 +87,12 @@ def gelu(x: np.ndarray) -> np.ndarray:
     return x * (0.5 * (1.0 + erf(x * x.dtype.type(1 / np.sqrt(2.0)))))  # (..., d)
 
 
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GPT-2's approximation of ``gelu``: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
+    c = x.dtype.type(np.sqrt(2.0 / np.pi))
+    return 0.5 * x * (1.0 + np.tanh(c * (x + x.dtype.type(0.044715) * x * x * x)))  # (..., d)
+
+
 def silu(x: np.ndarray) -> np.ndarray:
     """``x * sigmoid(x)`` (also called swish)."""
     return x / (1.0 + np.exp(-x))  # (..., d)
@@ -109,8 +115,10 @@ def swiglu(x: np.ndarray, W_gate: np.ndarray, W_up: np.ndarray, W_down: np.ndarr
     return (gate * (x @ W_up)) @ W_down  # (N, d_ff) @ (d_ff, d_model) -> (N, d_model)
 
 
-def gelu_mlp(x: np.ndarray, W_in: np.ndarray, b_in: np.ndarray, W_out: np.ndarray, b_out: np.ndarray) -> np.ndarray:
-    """BERT's feed-forward: ``gelu(x W_in + b_in) W_out + b_out``.
+def gelu_mlp(x: np.ndarray, W_in: np.ndarray, b_in: np.ndarray, W_out: np.ndarray, b_out: np.ndarray,
+             act=gelu) -> np.ndarray:
+    """BERT's and GPT-2's feed-forward: ``act(x W_in + b_in) W_out + b_out``, ``act`` = ``gelu``
+    (BERT) or ``gelu_tanh`` (GPT-2).
 
     Parameters
     ----------
@@ -118,4 +126,4 @@ def gelu_mlp(x: np.ndarray, W_in: np.ndarray, b_in: np.ndarray, W_out: np.ndarra
     W_in : ndarray of shape (d_model, d_ff); b_in of shape (d_ff,)
     W_out : ndarray of shape (d_ff, d_model); b_out of shape (d_model,)
     """
-    return gelu(x @ W_in + b_in) @ W_out + b_out  # (N, d_ff) @ (d_ff, d_model) -> (N, d_model)
+    return act(x @ W_in + b_in) @ W_out + b_out  # (N, d_ff) @ (d_ff, d_model) -> (N, d_model)

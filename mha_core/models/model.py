@@ -1,15 +1,20 @@
 """What every real model offers: text in, token ids, attention maps, hidden states.
 
-``Model`` holds the tokenizer, the config facts and the input checks. The two subclasses
-(``MiniLM``, ``SmolLM2``) write only their forward pass, and both call the core's
-``multi_head_attention`` for every layer's attention.
+``Model`` holds the tokenizer, the config facts and the input checks. The families (``bert``,
+``decoder`` with ``gpt2`` and ``llama``) write only their forward pass, and all of them call the
+core's ``multi_head_attention`` for every layer's attention; the two shipped models (``MiniLM``,
+``SmolLM2``) are instances of the BERT and Llama families.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+
+from ..core.validate import BIAS_NAMES, WEIGHT_NAMES
 
 
 class ModelCacheError(RuntimeError):
@@ -18,6 +23,10 @@ class ModelCacheError(RuntimeError):
 
 class ModelFetchError(RuntimeError):
     """Fetching or checking a model's source failed (no network, wrong hash, bad file)."""
+
+
+class ModelMemoryError(MemoryError):
+    """A model would not fit: its float32 size is over the limit (the memory available, or ``max_bytes``)."""
 
 
 MODEL_MAX_TOKENS = 128  # the longest input, special tokens included: (h, 128, 128) maps stay small
@@ -44,18 +53,19 @@ class Model:
     """A pretrained transformer whose attention runs through ``mha_core.core``.
 
     Subclasses set ``name``, ``label``, ``causal``, ``quantised`` and ``config_keys``, and write
-    ``forward``; the sizes come from the cached config.
+    ``forward``; the sizes come from the config (the cached one, or a model folder's, translated).
 
     Attributes
     ----------
-    name : str                 "minilm" or "smollm2"
+    name : str                 "minilm", "smollm2", or the folder of a model loaded from its path
     label : str                a human label for figures: model, size, quantisation
-    n_layers, n_heads, n_kv_heads, d_model, d_k, vocab_size : int
+    n_layers, n_heads, n_kv_heads, d_model, d_k, vocab_size : int   (d_k: config "d_k", else d_model / h)
     eps : float                the norms' epsilon
     layers : list of dict      each layer's weights (read-only views), e.g. layers[0]["W_Q"]
     causal : bool              True for a decoder (each token sees only the past)
     quantised : bool           True when the weights were stored at fewer than 16 bits
-    max_tokens : int           the longest input accepted (special tokens included)
+    max_tokens : int           the longest input accepted (special tokens included): 128, or fewer
+                               if the model's positions or sliding window end sooner
     """
 
     name: str
@@ -71,8 +81,6 @@ class Model:
     quantised: bool
     max_tokens: int = MODEL_MAX_TOKENS
     # our name -> the key in the cached config (each release names its sizes its own way)
-    # the names of a layer's attention weights, as multi_head_attention takes them (set by each model)
-    attention_params: tuple[str, ...] = ()
     config_keys = {"n_layers": "n_layers", "n_heads": "n_heads", "n_kv_heads": "n_kv_heads",
                    "d_model": "d_model", "vocab_size": "vocab_size", "eps": "eps"}
 
@@ -82,12 +90,15 @@ class Model:
         self.config = config
         for ours, theirs in self.config_keys.items():
             setattr(self, ours, config[theirs])
-        self.d_k = self.d_model // self.n_heads
+        self.d_k = config.get("d_k", self.d_model // self.n_heads)
+        self._byte_level = _is_byte_level(tokenizer)
         # layer i's arrays, named without their "layer{i}." prefix (views, nothing is copied)
         self.layers = [{k.removeprefix(f"layer{i}."): v for k, v in arrays.items() if k.startswith(f"layer{i}.")}
                        for i in range(self.n_layers)]
-        # layer i's attention weights alone: the params dict of its multi_head_attention call
-        self.layer_attention = [{k: p[k] for k in self.attention_params} for p in self.layers]
+        # layer i's attention weights alone (W_Q, ..., and whichever biases it has): the params
+        # dict of its multi_head_attention call
+        self.layer_attention = [{k: p[k] for k in WEIGHT_NAMES + BIAS_NAMES if k in p} for p in self.layers]
+        self.max_tokens = min(MODEL_MAX_TOKENS, config.get("max_tokens", MODEL_MAX_TOKENS))
 
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.label}: {self.n_layers} layers x {self.n_heads} heads "
@@ -128,7 +139,15 @@ class Model:
         return [self._display(int(i)) for i in ids]
 
     def _display(self, i: int) -> str:
-        return self._tokenizer.id_to_token(i)
+        """A byte-level BPE token (GPT-2, SmolLM2, Qwen2) as the text it stands for; a
+        SentencePiece token with its word-start mark as a space; any other token as it is."""
+        token = self._tokenizer.id_to_token(i)
+        if token is None:  # a row of the embedding table past the tokenizer's vocabulary (padding)
+            return f"[id {i}]"
+        decoder = _byte_decoder()
+        if not self._byte_level or any(ch not in decoder for ch in token):  # e.g. <|im_start|>
+            return token.replace("▁", " ")
+        return bytes(decoder[ch] for ch in token).decode("utf-8", errors="backslashreplace")
 
     def decode(self, ids) -> str:
         """The text of ``ids``, special tokens left out."""
@@ -199,3 +218,24 @@ class Model:
             raise ValueError(f"{self.label} is an encoder without a language-model head: it has no "
                              f"logits; use load('smollm2') for a model that predicts tokens")
         return out
+
+
+def _is_byte_level(tokenizer) -> bool:
+    """True when the tokenizer's decoder is GPT-2's byte-level one (alone or in a sequence)."""
+    decoder = json.loads(tokenizer.to_str()).get("decoder") or {}
+    steps = decoder.get("decoders", [decoder]) if decoder.get("type") == "Sequence" else [decoder]
+    return any(step.get("type") == "ByteLevel" for step in steps)
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's map from the printable stand-in characters back to the bytes 0..255."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[chr(b)] = b
+        else:
+            chars[chr(256 + extra)] = b
+            extra += 1
+    return chars

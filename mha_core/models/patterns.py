@@ -19,12 +19,15 @@ does exactly the pattern scores 1:
 shows induction at work: on the second copy of a random sequence the loss falls. ``top_heads``
 ranks heads by a score, ``repeated_tokens`` builds the random repeated sequence, and
 ``punctuation_positions`` / ``token_positions`` find the keys of ``key_score``.
+``query_row`` reads where one query token (e.g. "it") looks in every head, and ``swap_test``
+compares those rows between two inputs that differ in one word.
 """
 
 from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -377,3 +380,98 @@ def _check_tokens(tokens) -> list[str]:
     if not all(isinstance(t, str) for t in tokens):
         raise TypeError("tokens must be a list of str")
     return list(tokens)
+
+
+def _plain(token: str) -> str:
+    """A token's text without WordPiece's ``##``, byte-level BPE's ``Ġ`` or a leading space, lower-cased."""
+    return token.removeprefix("##").lstrip(" Ġ").lower()
+
+
+@dataclass(frozen=True)
+class QueryRow:
+    """Where one query token looks, in every map of one input.
+
+    ``maps`` (..., N, N) are the input's attention weights (e.g. ``(layers, h, N, N)``),
+    ``tokens`` its N tokens, ``query`` the query's position and ``positions`` the position of
+    each named word (its first occurrence).
+    """
+
+    maps: np.ndarray
+    tokens: list[str]
+    query: int
+    positions: dict[str, int]
+
+    @property
+    def row(self) -> np.ndarray:
+        """The query's row of every map, shape (..., N)."""
+        return self.maps[..., self.query, :]
+
+    def on(self, word: str) -> np.ndarray:
+        """The query's weight on ``word``, per map: shape (...)."""
+        return self.row[..., self.positions[word]]
+
+    def others_on(self, word: str) -> np.ndarray:
+        """The mean weight that the *other* queries put on ``word``, per map: shape (...)."""
+        column = self.maps[..., :, self.positions[word]]  # (..., N)
+        return np.delete(column, self.query, axis=-1).mean(axis=-1)
+
+
+def query_row(weights: np.ndarray, tokens: Sequence[str], query: str, words: Sequence[str]) -> QueryRow:
+    """The row of the token ``query`` and the positions of ``words``, found by their text
+    (``"it"`` matches ``"it"``, ``" it"``, ``"Ġit"``; the first occurrence counts).
+
+    Parameters
+    ----------
+    weights : ndarray of shape (..., N, N)
+    tokens : sequence of N str
+    query : str
+    words : sequence of str
+
+    Raises ValueError, naming the word, if a word or the query is not among the tokens.
+    """
+    weights = check_weights(weights)
+    tokens = _check_tokens(tokens)
+    if len(tokens) != weights.shape[-1]:
+        raise ValueError(f"tokens must have N={weights.shape[-1]} entries (one per row of weights), got {len(tokens)}")
+    plain = [_plain(t) for t in tokens]
+    positions = {}
+    for word in (query, *words):
+        if not isinstance(word, str):
+            raise TypeError(f"query and words must be str, got {type(word).__name__}")
+        if word.lower() not in plain:
+            raise ValueError(f"word {word!r} is not among the tokens {tokens!r:.120}")
+        positions[word] = plain.index(word.lower())
+    return QueryRow(weights, tokens, positions[query], positions)
+
+
+@dataclass(frozen=True)
+class SwapTest:
+    """What changed in one query's rows between two inputs that differ in one word.
+
+    ``with_meaning`` / ``against``: maps that prefer ``first`` over ``second`` in input a and
+    ``second`` over ``first`` in input b, and the reverse. ``change``: the largest change of any
+    weight of the query on a key that holds the same token at the same position in both inputs
+    (the swapped word itself is left out). ``shift``: the index of the map whose preference moved
+    most toward ``first`` in a and ``second`` in b.
+    """
+
+    with_meaning: int
+    against: int
+    change: float
+    shift: tuple[int, ...]
+
+
+def swap_test(a: QueryRow, b: QueryRow, first: str, second: str) -> SwapTest:
+    """Compare the query's rows of two inputs ``a`` and ``b`` (see :class:`SwapTest`)."""
+    if a.maps.shape[:-2] != b.maps.shape[:-2]:
+        raise ValueError(f"a and b must come from the same model: maps {a.maps.shape} and {b.maps.shape}")
+    pref_a = a.on(first) - a.on(second)  # (...): > 0 prefers first
+    pref_b = b.on(first) - b.on(second)
+    shared = [k for k, (s, t) in enumerate(zip(a.tokens, b.tokens, strict=False)) if s == t]  # up to the shorter
+    if not shared:
+        raise ValueError("a and b share no token at the same position: nothing to compare")
+    change = float(np.abs(a.row[..., shared] - b.row[..., shared]).max())
+    shift = np.unravel_index(np.argmax(pref_a - pref_b), pref_a.shape)
+    return SwapTest(with_meaning=int(np.sum((pref_a > 0) & (pref_b < 0))),
+                    against=int(np.sum((pref_a < 0) & (pref_b > 0))),
+                    change=change, shift=tuple(int(i) for i in shift))

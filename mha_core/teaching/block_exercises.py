@@ -12,7 +12,9 @@
 
 Each checker runs the reader's function on fixed inputs, compares it with ``mha_core``'s answer,
 and when they differ compares it with each classic mistake (``RMS_NORM_MISTAKES``,
-``LAYER_MISTAKES``) and names the one that matches. A blank stub (``NotImplementedError``) is
+``LAYER_MISTAKES``) and names the one that matches; an output that matches none gets a list of what to check
+(``RMS_HINT``, ``LAYER_HINT``). A wrong dtype and a broadcasting error from a mean without
+``keepdims`` are named too. A blank stub (``NotImplementedError``) is
 "not attempted yet"; an exception in the reader's code comes back as a message, never a
 traceback. The verdict is a ``Feedback``, as for the other exercises. ``check_encoder_layer``
 compares with the real model: ``load("minilm").hidden_states(ids)`` after that layer.
@@ -53,7 +55,10 @@ def _rms_cases() -> list[tuple[str, np.ndarray, np.ndarray]]:
             ("a tiny row and a row of zeros", x3, w3)]
 
 
-def _rms(x, w, eps, *, centre=False, sqrt=True, eps_inside=True, axis=-1, agg="mean", weight=True):
+def _rms(x, w, eps, *, centre=False, sqrt=True, eps_inside=True, axis=-1, agg="mean", weight=True,
+         weight_first=False, add_weight=False):
+    if weight_first:
+        x = x * w
     if centre:
         x = x - x.mean(axis=axis, keepdims=True)
     if axis is None:
@@ -61,7 +66,9 @@ def _rms(x, w, eps, *, centre=False, sqrt=True, eps_inside=True, axis=-1, agg="m
     else:
         ms = np.mean(x * x, axis=axis, keepdims=True) if agg == "mean" else np.sum(x * x, axis=axis, keepdims=True)
     denom = (np.sqrt(ms + eps) if eps_inside else np.sqrt(ms) + eps) if sqrt else ms + eps
-    return x / denom * (w if weight else 1.0)
+    if add_weight:
+        return x / denom + w
+    return x / denom * (w if weight and not weight_first else 1.0)
 
 
 # name -> (what the output matches, the fix, how to compute it)
@@ -94,7 +101,21 @@ RMS_NORM_MISTAKES: dict[str, tuple[str, str, Callable]] = {
     "no_weight": ("the normalised x without the learned weight",
                   "multiply by weight at the end (one learned scale per feature)",
                   partial(_rms, weight=False)),
+    "weight_first": ("x multiplied by weight first, then normalised",
+                     "normalise x first, then multiply by weight: the weight rescales the normalised token",
+                     partial(_rms, weight_first=True)),
+    "weight_added": ("the normalised x plus weight",
+                     "weight is a scale: multiply by it, do not add it (RMSNorm has no bias)",
+                     partial(_rms, add_weight=True)),
+    "norm_not_rms": ("x divided by its length, np.linalg.norm(x, axis=-1)",
+                     "the length is sqrt(sum(x**2)); RMSNorm divides by sqrt(mean(x**2) + eps), the length "
+                     "divided by sqrt(d_model), with eps inside",
+                     lambda x, w, e: x / np.linalg.norm(x, axis=-1, keepdims=True) * w),
 }
+
+# What to check when a reader's output matches none of the mistakes above.
+RMS_HINT = ("Check, in order: the mean of x**2 over the last axis with keepdims=True, eps inside the square "
+            "root, x divided by that root, then multiplied by weight.")
 
 
 def _calls_library(fn: Callable, names: tuple[str, ...]) -> str | None:
@@ -114,15 +135,21 @@ def _calls_library(fn: Callable, names: tuple[str, ...]) -> str | None:
     return None
 
 
-def _compare(fn, args, expected, mistakes, label, rtol, atol, what) -> tuple[Feedback | None, np.ndarray | None]:
-    """``(None, output)`` when ``fn(*args)`` is right; otherwise ``(Feedback saying why not, None)``."""
+def _compare(fn, args, expected, mistakes, label, rtol, atol, what, hint, *,
+             same_dtype=False) -> tuple[Feedback | None, np.ndarray | None]:
+    """``(None, output)`` when ``fn(*args)`` is right; otherwise ``(Feedback saying why not, None)``.
+    ``hint`` is what to check when the output is of the right shape but matches no mistake;
+    ``same_dtype`` asks for the dtype of ``expected`` too."""
     copies = copy_args(args)
     outcome = call_reader(fn, copies)  # numpy warnings silenced, an exception returned
     if isinstance(outcome.error, NotImplementedError):
         return not_attempted(what), None
     if outcome.error is not None:  # the reader's bug is reported, not raised
         e = outcome.error
-        return Feedback(False, f"Your {what} raised {type(e).__name__}: {e} (on {label})."), None
+        tip = (" A mean or sum over the last axis drops that axis: keep it with keepdims=True (or [..., None]) "
+               "so that it divides each token's row." if "broadcast" in str(e) else "")
+        return Feedback(False, f"Your {what} raised {type(e).__name__}: {e} (on {label}).{tip}",
+                        "no_keepdims" if tip else None), None
     got = outcome.value
     if not isinstance(got, np.ndarray):
         return Feedback(False, f"Your {what} returned a {type(got).__name__}; expected a numpy array "
@@ -132,6 +159,10 @@ def _compare(fn, args, expected, mistakes, label, rtol, atol, what) -> tuple[Fee
                                f"output has one row per token and d_model columns, like the input."), None
     if not np.array_equal(copies[0], args[0]):
         return Feedback(False, f"Your {what} changed its input x in place (on {label}); work on a copy."), None
+    if same_dtype and got.dtype != expected.dtype:
+        return Feedback(False, f"Your output has dtype {got.dtype}; expected {expected.dtype}, the dtype of x "
+                               f"(on {label}). Do not cast: NumPy keeps x's dtype if you compute with x.",
+                        "wrong_dtype"), None
     if np.allclose(got, expected, rtol=rtol, atol=atol):
         return None, got
     for name, (answer, fix, compute) in mistakes.items():
@@ -142,7 +173,8 @@ def _compare(fn, args, expected, mistakes, label, rtol, atol, what) -> tuple[Fee
         return Feedback(False, f"Your output holds NaN or inf (on {label}). A row of zeros must not divide "
                                "by zero: that is what eps is for."), None
     return Feedback(False, f"Right shape, wrong values (on {label}): largest error "
-                           f"{float(np.max(np.abs(got - expected))):.3g}."), None
+                           f"{float(np.max(np.abs(got - expected))):.3g}, and no mistake we know of matches. "
+                           f"{hint}"), None
 
 
 def check_rms_norm(fn: Callable) -> Feedback:
@@ -160,7 +192,7 @@ def check_rms_norm(fn: Callable) -> Feedback:
     cases = _rms_cases()
     for label, x, w in cases:
         bad, _ = _compare(fn, (x, w, RMS_EPS), blocks.rms_norm(x, w, RMS_EPS), RMS_NORM_MISTAKES,
-                          label, RMS_RTOL, RMS_ATOL, "rms_norm")
+                          label, RMS_RTOL, RMS_ATOL, "rms_norm", RMS_HINT, same_dtype=True)
         if bad is not None:
             return bad
     return Feedback(True, f"rms_norm matches mha_core on {len(cases)} cases, a batch and a row of zeros included.")
@@ -184,12 +216,13 @@ def _ln(x, p, k, eps, norm="layer"):
 
 
 def _post(x, p, h, eps, *, biases=True, causal=False, norm="layer", res1=True, res2=True, act=blocks.gelu,
-          ln2=True, swap=False):
+          ln2=True, swap=False, ffn_input="y", residual="y"):
     k1, k2 = ("ln2", "ln1") if swap else ("ln1", "ln2")
     a = _attn(x, p, h, biases=biases, causal=causal)
     y = _ln(x + a if res1 else a, p, k1, eps, norm)
-    f = _ffn(y, p, act)
-    z = y + f if res2 else f
+    f = _ffn(x if ffn_input == "x" else y, p, act)
+    base = {"y": y, "x": x, "x + a": x + a}[residual]  # what the feed-forward's output is added to
+    z = base + f if res2 else f
     return _ln(z, p, k2, eps, norm) if ln2 else z
 
 
@@ -227,7 +260,26 @@ LAYER_MISTAKES: dict[str, tuple[str, str, Callable]] = {
     "norms_swapped": ("the two LayerNorms' weights swapped",
                       "ln1_w, ln1_b follow the attention; ln2_w, ln2_b follow the feed-forward",
                       partial(_post, swap=True)),
+    "no_activation": ("a feed-forward block with no GELU between its two matrices",
+                      "apply gelu to x @ W_in + b_in before W_out: without it the two matrices are one",
+                      partial(_post, act=lambda z: z)),
+    "gelu_tanh": ("the tanh approximation of GELU",
+                  "MiniLM uses the exact GELU, x * Phi(x) with the erf: blocks.gelu",
+                  partial(_post, act=lambda z: 0.5 * z * (1 + np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z**3))))),
+    "ffn_reads_x": ("the feed-forward block applied to the layer's input x",
+                    "feed it y, the output of the first LayerNorm: y = layer_norm(x + attention(x)), then "
+                    "layer_norm(y + ffn(y))",
+                    partial(_post, ffn_input="x", residual="x")),
+    "residual_before_norm": ("the feed-forward output added to x + attention(x), before the first norm",
+                             "add it to y, the normalised stream: layer_norm(y + ffn(y)) with "
+                             "y = layer_norm(x + attention(x))",
+                             partial(_post, residual="x + a")),
 }
+
+# What to check when a reader's layer matches none of the mistakes above.
+LAYER_HINT = ("Check, in order: the eight W_* and b_* entries passed to multi_head_attention, no mask, "
+              "y = layer_norm(x + attention, ln1_w, ln1_b, eps), then gelu(y @ W_in + b_in) @ W_out + b_out, "
+              "then layer_norm(y + that, ln2_w, ln2_b, eps).")
 
 
 def check_encoder_layer(fn: Callable, *, layer: int = 2, text: str = LAYER_TEXT) -> Feedback:
@@ -256,7 +308,7 @@ def check_encoder_layer(fn: Callable, *, layer: int = 2, text: str = LAYER_TEXT)
     p = model.layers[layer]
     x = np.array(hidden[layer])  # (N, d_model): the stream entering the layer
     bad, got = _compare(fn, (x, p, model.n_heads, model.eps), hidden[layer + 1], LAYER_MISTAKES,
-                        f"layer {layer} of MiniLM on {len(ids)} tokens", 0.0, LAYER_ATOL, "encoder_layer")
+                        f"layer {layer} of MiniLM on {len(ids)} tokens", 0.0, LAYER_ATOL, "encoder_layer", LAYER_HINT)
     if bad is not None:
         return bad
     err = float(np.max(np.abs(got - hidden[layer + 1])))

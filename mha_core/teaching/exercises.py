@@ -156,9 +156,10 @@ def not_attempted(what: str) -> Feedback:
 class _Wrong:
     """A known mistake's answer on one case. ``value`` may be a masked array: masked entries are not compared."""
 
-    pitfall: str
+    pitfall: str | None
     value: np.ndarray
     answer: str | None = None  # how to describe a match; default PITFALLS[pitfall].answer
+    fix: str | None = None  # for a mistake without an entry in PITFALLS (pitfall=None): what to do instead
 
 
 @dataclass(frozen=True)
@@ -239,10 +240,17 @@ def call_reader(fn: Callable, args: tuple, allowed: tuple[str, ...] = ()) -> _Ou
 def _match_pitfall(got: np.ndarray, case: _Case) -> Feedback | None:
     for w in case.wrong:
         if _same(got, w.value):
+            if w.pitfall is None:  # a slip described here, not one of the named pitfalls
+                return Feedback(False, f"On {case.label}: your output matches {w.answer}. Fix: {w.fix}.")
             p = PITFALLS[w.pitfall]
             answer = w.answer or p.answer
             return Feedback(False, f"On {case.label}: your output matches {answer}. Fix: {p.explanation}.", w.pitfall)
     return None
+
+
+def _slip(value: np.ndarray, answer: str, fix: str) -> _Wrong:
+    """A known wrong answer that is not one of ``PITFALLS``: how it reads, and the fix."""
+    return _Wrong(None, value, answer, fix)
 
 
 def _run(
@@ -291,7 +299,10 @@ def _run(
         if got.dtype != exp.dtype:
             if exp.dtype == np.bool_:
                 same_pattern = np.array_equal(got.astype(bool), exp) if got.dtype.kind in "biuf" else False
-                extra = " The True/False pattern is right; return it as bool." if same_pattern else ""
+                additive = got.dtype.kind == "f" and np.array_equal(got == 0, exp) and bool(np.isneginf(got[~exp]).all())
+                extra = (" The True/False pattern is right; return it as bool." if same_pattern else
+                         " That is an additive mask (0 where allowed, -inf where blocked), which is added to the "
+                         "scores; here the mask is the bool table itself, True = may attend." if additive else "")
                 return Feedback(
                     False, f"Wrong dtype ({case.label}): a mask must be bool (True = may attend), got {got.dtype}.{extra}"
                 )
@@ -368,16 +379,46 @@ def check_split_heads(fn: Callable) -> Feedback:
     rng, cases = _rng(), []
     for label, shape in (("x of shape (N, d_model)", (N, H * D_K)), ("x of shape (B, N, d_model)", (BATCH, N, H * D_K))):
         x = rng.standard_normal(shape)  # (B?, N, h*d_k)
-        wrong = (_Wrong("split_without_transpose", PITFALLS["split_without_transpose"].fn(x, H)),)
+        wrong = (_Wrong("split_without_transpose", PITFALLS["split_without_transpose"].fn(x, H)),
+                 _slip(np.swapaxes(np.swapaxes(x.reshape(*x.shape[:-1], D_K, H), -1, -2), -3, -2),
+                       "the width read as (d_k, h): head i takes every h-th column",
+                       "reshape to (..., N, h, d_k), so that head i is the contiguous columns i*d_k:(i+1)*d_k"))
         cases.append(_Case(f"{label} = {shape}, h={H}", (x, H), split_heads(x, H), wrong))
 
     def shape_hint(got, case):
         x = case.args[0]
+        lead = x.shape[:-2]
         if got == (*x.shape[:-1], H, D_K):
             return "That is (..., N, h, d_k): you reshaped but did not move the head axis in front of N."
+        if got == (*lead, N, D_K, H):
+            return ("That is (..., N, d_k, h): you swapped the last two axes; swap the head axis with N instead, "
+                    "np.swapaxes(x, -3, -2).")
+        if got == (*lead, D_K, N, H):
+            return ("That is (..., d_k, N, h): the heads are h columns wide; reshape to (..., N, h, d_k) "
+                    "(x.reshape(*x.shape[:-1], n_heads, -1)), not (..., N, -1, n_heads).")
+        if sorted(got) == sorted(case.expected.shape):
+            return ("The sizes are right but in the wrong order: a transpose with fixed axis numbers "
+                    "(transpose(1, 0, 2)) moves the batch axis too; count the axes from the end, np.swapaxes(x, -3, -2).")
         return None
 
-    return _run(fn, cases, "split_heads", signature="split_heads(x, n_heads)", shape_hint=shape_hint)
+    verdict = _run(fn, cases, "split_heads", signature="split_heads(x, n_heads)", shape_hint=shape_hint)
+    if not verdict.ok:
+        return verdict
+    return _refuses_uneven_heads(fn) or verdict
+
+
+def _refuses_uneven_heads(fn: Callable) -> Feedback | None:
+    """None if ``fn(x, h)`` raises for an h that does not divide d_model; otherwise what it should do."""
+    x = _rng().standard_normal((N, H * D_K))  # (N, d_model) = (5, 12)
+    uneven = 5  # does not divide d_model = 12
+    outcome = call_reader(fn, (x, uneven))
+    if outcome.error is not None or outcome.library is not None:
+        return None  # any error (a failing reshape, or a ValueError of the reader's own) is right
+    got = getattr(outcome.value, "shape", type(outcome.value).__name__)
+    return Feedback(False, f"With x of shape (N, d_model) = {x.shape} and h={uneven}, your split_heads returned "
+                           f"{got} instead of failing: {uneven} heads cannot share d_model = {x.shape[-1]} "
+                           f"columns evenly (d_k = d_model / h must be a whole number). A reshape to "
+                           f"(..., N, h, d_model // h) fails by itself; or raise a ValueError that says so.")
 
 
 def check_merge_heads(fn: Callable) -> Feedback:
@@ -451,17 +492,27 @@ def _scale_verdict(value, d_model: int, h: int, where: str) -> Feedback | None:
         (np.sqrt(d_k), None,
          f"Your scale is sqrt(d_k) = {np.sqrt(d_k):.4g} ({where}): that is the divisor; the scale "
          f"multiplies the logits, so it is 1/sqrt(d_k)."),
+        (1.0 / np.sqrt(h), None,
+         f"Your scale is 1/sqrt(h) = {1 / np.sqrt(h):.4g} ({where}): h is the number of heads; the scale uses "
+         f"their width, 1/sqrt(d_k) with d_k = d_model / h."),
         (np.sqrt(d_model), None,
          f"Your scale is sqrt(d_model) = {np.sqrt(d_model):.4g} ({where}): wrong width and "
          f"multiplied instead of divided; the scale is 1/sqrt(d_k)."),
     )
-    for wrong, name, message in known:
+    for index, (wrong, name, message) in enumerate(known):
         if _close(value, wrong):
-            return Feedback(False, message, name)
+            return Feedback(False, message, name or f"scale slip {index}")
     if _rounded_too_far(value, right):
         return Feedback(False, f"Your scale {float(value):.4g} is close to 1/sqrt(d_k) but rounded too far "
                                f"({where}): give four significant figures.")
     return Feedback(False, f"Your scale is {float(value):.4g} ({where}); expected 1/sqrt(d_k) = {right:.4g}.")
+
+
+def _named_scale(verdict: Feedback) -> Feedback:
+    """The verdict as the reader sees it: only the names of PITFALLS are reported as pitfalls."""
+    if verdict.pitfall is not None and verdict.pitfall.startswith("scale slip"):
+        return Feedback(False, verdict.message)
+    return verdict
 
 
 def check_scale(fn_or_value, *, d_model: int = 512, n_heads: int = 8) -> Feedback:
@@ -487,6 +538,7 @@ def check_scale(fn_or_value, *, d_model: int = 512, n_heads: int = 8) -> Feedbac
     if fn_or_value is ...:
         return Feedback(False, "Replace ... with your number, then run this cell again.", attempted=False)
     if callable(fn_or_value):
+        verdicts = []
         for dm, h in _SCALE_CONFIGS:
             where = f"d_model={dm}, h={h}"
             outcome = call_reader(fn_or_value, (dm, h))
@@ -499,10 +551,20 @@ def check_scale(fn_or_value, *, d_model: int = 512, n_heads: int = 8) -> Feedbac
             value = outcome.value
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 return Feedback(False, f"Your function returned a {type(value).__name__}; expected a number ({where}).")
-            verdict = _scale_verdict(value, dm, h, where)
-            if verdict is not None:
-                return verdict
-        return Feedback(True, f"1/sqrt(d_k) for all {len(_SCALE_CONFIGS)} layer sizes tried.")
+            verdicts.append((_scale_verdict(value, dm, h, where), value, dm, h, where))
+        wrong = [v for v in verdicts if v[0] is not None]
+        if not wrong:
+            return Feedback(True, f"1/sqrt(d_k) for all {len(_SCALE_CONFIGS)} layer sizes tried.")
+        first, value, dm, h, where = wrong[0]
+        if len(wrong) < len(verdicts):
+            return Feedback(False, f"Your scale is {float(value):.4g} ({where}); expected 1/sqrt(d_k) = "
+                                   f"{1 / np.sqrt(dm // h):.4g}. It is right at some sizes and not others: compute "
+                                   f"d_k = d_model / h from the arguments.")
+        if first.pitfall is not None and any(v.pitfall != first.pitfall for v, *_ in wrong):
+            # a known mistake at one size only (1/sqrt(d_model*h) is 1/d_k at d_model=512, h=8): not that mistake
+            return Feedback(False, f"Your scale is {float(value):.4g} ({where}); expected 1/sqrt(d_k) = "
+                                   f"{1 / np.sqrt(dm // h):.4g}.")
+        return _named_scale(first)
     if isinstance(fn_or_value, bool) or not isinstance(fn_or_value, numbers.Real):
         raise TypeError(
             f"fn_or_value must be a number or a callable fn(d_model, n_heads), got {type(fn_or_value).__name__}"
@@ -510,7 +572,7 @@ def check_scale(fn_or_value, *, d_model: int = 512, n_heads: int = 8) -> Feedbac
     where = f"d_model={config.d_model}, h={config.h}, d_k={config.d_k}"
     verdict = _scale_verdict(fn_or_value, config.d_model, config.h, where)
     if verdict is not None:
-        return verdict
+        return _named_scale(verdict)
     return Feedback(True, f"1/sqrt(d_k) = {1 / np.sqrt(config.d_k):.4g} for {where}.")
 
 
@@ -533,7 +595,12 @@ def check_causal_mask(fn: Callable) -> Feedback:
     _check_callable(fn)
     names = ("causal_mask_upper", "causal_mask_without_diagonal", "causal_mask_inverted")
     cases = [
-        _Case(f"n={n}", (n,), causal_mask(n), tuple(_Wrong(name, PITFALLS[name].fn(n)) for name in names))
+        _Case(f"n={n}", (n,), causal_mask(n), tuple(_Wrong(name, PITFALLS[name].fn(n)) for name in names) + (
+            _slip(np.ones((n, n), bool), "a mask of all True, which blocks nothing",
+                  "block the future: True only where key j <= query i, np.tril(np.ones((n, n), dtype=bool))"),
+            _slip(np.eye(n, dtype=bool), "the diagonal only, where each token sees only itself",
+                  "keep everything below the diagonal too: np.tril, not np.eye"),
+        ))
         for n in (N, 1)
     ]
     return _run(fn, cases, "causal_mask", signature="causal_mask(n)")
@@ -561,8 +628,29 @@ def check_softmax(fn: Callable) -> Feedback:
     cases = []
     for label, x in (("scores", small), ("large scores near 1000", large)):
         wrong = tuple(_Wrong(name, PITFALLS[name].fn(x)) for name in ("softmax_over_queries", "softmax_unstable"))
-        cases.append(_Case(f"{label}, shape {x.shape}", (x,), softmax(x, axis=-1), wrong))
+        cases.append(_Case(f"{label}, shape {x.shape}", (x,), softmax(x, axis=-1), wrong + _softmax_slips(x)))
     return _run(fn, cases, "softmax", signature="softmax(x)", value_hint=_rows_hint)
+
+
+def _softmax_slips(x: np.ndarray) -> tuple[_Wrong, ...]:
+    """Softmax slips seen in readers' code, on scores ``x`` (..., N_k)."""
+    with np.errstate(over="ignore", invalid="ignore"):  # exp(x) of the large case overflows, as the reader's does
+        return _softmax_slip_values(x)
+
+
+def _softmax_slip_values(x: np.ndarray) -> tuple[_Wrong, ...]:
+    shifted = x - x.max(axis=-1, keepdims=True)  # (..., N_k)
+    e = np.exp(shifted)
+    return (
+        _slip(shifted - np.log(e.sum(axis=-1, keepdims=True)), "the log of the softmax (a log-softmax)",
+              "take the exponential of that, or divide exp(x - max) by its row sum instead of subtracting logs"),
+        _slip(e, "exp(x - max) without the division by the row sum",
+              "divide each row by its sum, e / e.sum(axis=-1, keepdims=True), so that it sums to 1"),
+        _slip(x / x.sum(axis=-1, keepdims=True), "the scores divided by their row sum, without any exp",
+              "take exp(x - max) first: the exponential makes every weight positive"),
+        _slip(e / np.exp(x).sum(axis=-1, keepdims=True), "exp(x - max) divided by the sum of exp(x)",
+              "subtract the same maximum in the numerator and the denominator, e / e.sum(axis=-1, keepdims=True)"),
+    )
 
 
 # --------------------------------------------------------------------------- attention
@@ -617,6 +705,7 @@ def check_attention(fn: Callable, *, with_mask: bool = True) -> Feedback:
             wrong += [_Wrong(name, PITFALLS[name].fn(q, k, v, mask)[0])
                       for name in ("mask_ignored", "mask_multiplied", "mask_after_softmax")]
             wrong.append(_Wrong("mask_inverted", _inverted_mask_answer(q, k, v, mask)))
+        wrong += _attention_slips(q, k, v, mask)
         cases.append(_Case(f"q, k, v of shape {q.shape}, {label}", args, expected, tuple(wrong)))
     def shape_hint(got, case):
         if got == (H, N, N):
@@ -627,6 +716,39 @@ def check_attention(fn: Callable, *, with_mask: bool = True) -> Feedback:
     signature = "attention(q, k, v, mask=None)" if with_mask else "attention(q, k, v)"
     return _run(fn, cases, "attention", signature=signature, allowed=("softmax", "causal_mask"),
                 unpack_first=True, shape_hint=shape_hint)
+
+
+def _attention_slips(q, k, v, mask) -> list[_Wrong]:
+    """Attention slips seen in readers' code, on q, k, v (h, N, d_k) and a bool mask or None."""
+    d_k = q.shape[-1]
+
+    def attend(scores, axis=-1, fill=-np.inf, keys=mask):  # (h, N_q, N_k) -> (h, N_q, d_v)
+        if keys is not None:
+            scores = np.where(keys, scores, fill)
+        return softmax(scores, axis=axis) @ v
+
+    scores = q @ np.swapaxes(k, -1, -2)  # (h, N_q, N_k)
+    slips = [
+        _slip(attend(scores * np.sqrt(d_k)), "the scores multiplied by sqrt(d_k)",
+              "divide the scores by sqrt(d_k) (multiply by 1/sqrt(d_k)): the scale makes them smaller"),
+        _slip(attend(scores / np.sqrt(d_k), axis=0), "a softmax over axis 0, the heads",
+              "take the softmax over the last axis, the keys: each query's weights sum to 1"),
+        _slip(attend(k @ np.swapaxes(q, -1, -2) / np.sqrt(d_k)), "scores computed as k @ q^T, keys down and queries across",
+              "compute q @ k^T (np.swapaxes(k, -1, -2)): row i holds query i's score for every key"),
+    ]
+    weights = softmax(scores if mask is None else np.where(mask, scores, -np.inf), axis=-1)  # (h, N_q, N_k)
+    slips.append(_slip((weights / np.sqrt(d_k)) @ v, "the weights divided by sqrt(d_k) after the softmax",
+                       "scale the scores before the softmax: softmax(q @ k^T / sqrt(d_k))"))
+    if mask is not None:
+        slips += [
+            _slip(attend(scores / np.sqrt(d_k), keys=mask.T), "the mask transposed (the upper triangle)",
+                  "use the mask as given: row i is query i, True where key j may be attended"),
+            _slip(softmax(scores / np.sqrt(d_k) + mask, axis=-1) @ v, "the bool mask added to the scores (True counts as 1)",
+                  "fill the blocked scores with -inf, np.where(mask, scores, -np.inf), before the softmax"),
+        ] + [_slip(attend(scores / np.sqrt(d_k), fill=fill), f"the blocked scores set to {fill:g} instead of -inf",
+                   f"set them to -np.inf: a blocked score of {fill:g} still gets a weight above 0")
+             for fill in (-1.0, -10.0, -100.0)]
+    return slips
 
 
 def _transposed_weights(x: np.ndarray, params: dict) -> list[_Wrong]:

@@ -361,6 +361,8 @@ def head_grid_figure(weights: np.ndarray, labels: Sequence[str], *, title: str =
     norm = PowerNorm(gamma=WEIGHT_GAMMA, vmin=0.0, vmax=1.0)
     # as many token labels as fit in a panel at this font size (1.3 line heights each)
     ticks = _tick_positions(n, max_labels=max(2, int(panel_inches * 72 / (1.3 * pt))))
+    if query is not None and query not in ticks:  # the outlined query always carries its label
+        ticks[np.abs(ticks - query).argmin()] = query
     for i, ax in enumerate(axes.flat):
         if i >= h:
             ax.set_visible(False)

@@ -217,18 +217,24 @@ def show_macs_against_n(ns: np.ndarray, proj: np.ndarray, attn: np.ndarray, cros
         f"both are {both:,} MACs."))
 
 
-def show_clock(heads: Sequence[int], timing: Mapping[int, dict], matmul_flops: int, n: int,
-               d_model: int) -> None:
-    """Median wall times against h, and the matmuls' GFLOP/s against d_k (one run's measurements)."""
+def show_clock(heads: Sequence[int], timing: Mapping[int, dict], spread: Mapping[int, dict], matmul_flops: int,
+               n: int, d_model: int) -> None:
+    """The fastest wall times against h, with error bars up to the median run, and the matmuls'
+    GFLOP/s against d_k (one run's measurements, see ``time_attention_parts``)."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.3, 3.9), constrained_layout=True)
     for key, marker, shade in (("forward", "o-", 0.15), ("matmuls", "s-", 0.5), ("softmax", "^-", 0.85)):
-        ax1.plot(heads, [timing[h][key] for h in heads], marker, color=plt.cm.viridis(shade), label=key)
-    ax1.set(xscale="log", yscale="log", xlabel=f"h (heads), d_model = {d_model}", ylabel="median wall time (ms)",
+        ms = np.array([timing[h][key] for h in heads])
+        up = np.array([spread[h][key] for h in heads]) * ms  # the median run's distance above the fastest
+        ax1.errorbar(heads, ms, yerr=[np.zeros_like(ms), up], fmt=marker, capsize=3, color=plt.cm.viridis(shade),
+                     label=key)
+    ax1.set(xscale="log", yscale="log", xlabel=f"h (heads), d_model = {d_model}", ylabel="fastest wall time (ms)",
             title=f"Same MACs, other clock (N={n})")
     ax1.legend()
     d_ks = [d_model // h for h in heads]
-    ax2.plot(d_ks, [matmul_flops / (timing[h]["matmuls"] * 1e-3) / 1e9 for h in heads], "o-",
-             color=plt.cm.viridis(0.5))
+    gflops = np.array([matmul_flops / (timing[h]["matmuls"] * 1e-3) / 1e9 for h in heads])
+    slow = np.array([matmul_flops / (timing[h]["matmuls"] * (1 + spread[h]["matmuls"]) * 1e-3) / 1e9 for h in heads])
+    ax2.errorbar(d_ks, gflops, yerr=[gflops - slow, np.zeros_like(gflops)], fmt="o-", capsize=3,
+                 color=plt.cm.viridis(0.5))
     ax2.set(xscale="log", xlabel="d_k = d_model / h", ylabel="GFLOP/s of QK^T and AV", title="Small d_k: less speed")
     for ax, ticks in ((ax1, heads), (ax2, d_ks)):
         _head_ticks(ax, ticks)
@@ -236,42 +242,55 @@ def show_clock(heads: Sequence[int], timing: Mapping[int, dict], matmul_flops: i
     plain_log_ticks(ax1, ax2)
     first, last = heads[0], heads[-1]
     show_figure(fig, alt=(
-        f"Left: median wall time against h on log axes for the forward pass (from {timing[first]['forward']:.1f} "
-        f"to {timing[last]['forward']:.1f} ms), the two attention matmuls and the softmax. Right: GFLOP/s of "
-        f"the attention matmuls against d_k from {d_ks[0]} to {d_ks[-1]}. Measured in this run; times vary by "
-        f"machine and load."))
+        f"Left: fastest wall time against h from {first} to {last} on log axes for the forward pass (from "
+        f"{timing[first]['forward']:.1f} to {timing[last]['forward']:.1f} ms), the two attention matmuls and the "
+        f"softmax, each with an error bar up to the median run. Right: GFLOP/s of the attention matmuls against "
+        f"d_k from {d_ks[0]} to {d_ks[-1]}, from {gflops[0]:.1f} to {gflops[-1]:.1f}. Measured in this run; "
+        f"times vary by machine and load."))
 
 
-def median_ms(runs: Mapping, rounds: int = 15) -> dict:
-    """Median wall time (ms) of each ``fn()`` in ``runs`` (key -> fn) and its spread (half the
-    interquartile range over the median), over ``rounds`` interleaved rounds: key -> (ms, spread).
+def fastest_ms(runs: Mapping, rounds: int = 15) -> dict:
+    """The fastest wall time (ms) of each ``fn()`` in ``runs`` (key -> fn) over ``rounds``
+    interleaved rounds, and its spread: how far the median round lies above the fastest, as a
+    fraction of the fastest. Returns key -> (ms, spread).
 
-    Short calls are repeated so that one sample lasts at least 2 ms.
+    Timed as notebook 06's ``profile_decode_step`` times: BLAS on one thread (no thread waits for
+    a core another program holds) and the fastest round kept (the one least disturbed). Short
+    calls are repeated so that one sample lasts at least 2 ms.
     """
     if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
         raise ValueError(f"rounds must be a positive int, got {rounds!r}")
     numbers = {}
-    for key, fn in runs.items():  # warm up, and find how many calls make a sample of >= 2 ms
-        once = timeit.timeit(fn, number=1)
-        numbers[key] = max(1, int(2e-3 / max(once, 1e-9)))
     samples = {key: [] for key in runs}
-    for _ in range(rounds):
-        for key, fn in runs.items():  # interleaved: noise hits every key alike
-            samples[key].append(1e3 * timeit.timeit(fn, number=numbers[key]) / numbers[key])
+    with threadpool_limits(limits=1, user_api="blas"):
+        for key, fn in runs.items():  # warm up, and find how many calls make a sample of >= 2 ms
+            once = timeit.timeit(fn, number=1)
+            numbers[key] = max(1, int(2e-3 / max(once, 1e-9)))
+        for _ in range(rounds):
+            for key, fn in runs.items():  # interleaved: noise hits every key alike
+                samples[key].append(1e3 * timeit.timeit(fn, number=numbers[key]) / numbers[key])
     result = {}
     for key, ms in samples.items():
-        q1, med, q3 = np.percentile(ms, [25, 50, 75])
-        result[key] = (float(med), float((q3 - q1) / 2 / med))
+        best, med = float(np.min(ms)), float(np.median(ms))
+        result[key] = (best, (med - best) / best)
     return result
+
+
+def clearly_apart(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether two timings ``(ms, spread)`` of ``fastest_ms`` differ by more than their spreads
+    added up (in ms): the lessons' rule for calling one faster than the other."""
+    (t_a, s_a), (t_b, s_b) = a, b
+    return abs(t_a - t_b) > s_a * t_a + s_b * t_b
 
 
 def time_attention_parts(x: np.ndarray, heads: Sequence[int], *, rounds: int = 15,
                          seed: int = 0) -> tuple[dict, dict]:
-    """For each h of ``heads``: the median ms of the layer's forward pass on ``x`` (N, d_model), of the
-    two attention matmuls (QKᵀ and the weights times V, on random (h, N, d_k) arrays) and of the
-    softmax over (h, N, N), with their spreads (see ``median_ms``).
+    """For each h of ``heads``: the fastest ms of the layer's forward pass on ``x`` (N, d_model), of
+    the two attention matmuls (QKᵀ and the weights times V, on random (h, N, d_k) arrays) and of the
+    softmax over (h, N, N), with their spreads (see ``fastest_ms``: one BLAS thread, fastest round).
 
-    Returns ``(timing, spread)``, each ``{h: {"forward": ..., "matmuls": ..., "softmax": ...}}``.
+    Returns ``(timing, spread)``, each ``{h: {"forward": ..., "matmuls": ..., "softmax": ...}}``;
+    the matmuls' spread is the two matmuls' spreads in ms added up, over their time.
     """
     from mha_core import init_params, multi_head_attention
 
@@ -288,13 +307,13 @@ def time_attention_parts(x: np.ndarray, heads: Sequence[int], *, rounds: int = 1
         runs[h, "QK^T"] = partial(np.matmul, q, k_t)  # (h, N, d_k) @ (h, d_k, N) -> (h, N, N)
         runs[h, "AV"] = partial(np.matmul, weights, v)  # (h, N, N) @ (h, N, d_k) -> (h, N, d_k)
         runs[h, "softmax"] = partial(softmax, weights)
-    measured = median_ms(runs, rounds)
-    timing = {h: {"forward": measured[h, "forward"][0],
-                  "matmuls": measured[h, "QK^T"][0] + measured[h, "AV"][0],
-                  "softmax": measured[h, "softmax"][0]} for h in heads}
-    spread = {h: {"forward": measured[h, "forward"][1],
-                  "matmuls": max(measured[h, "QK^T"][1], measured[h, "AV"][1]),
-                  "softmax": measured[h, "softmax"][1]} for h in heads}
+    measured = fastest_ms(runs, rounds)
+    timing, spread = {}, {}
+    for h in heads:
+        (qk, s_qk), (av, s_av) = measured[h, "QK^T"], measured[h, "AV"]
+        timing[h] = {"forward": measured[h, "forward"][0], "matmuls": qk + av, "softmax": measured[h, "softmax"][0]}
+        spread[h] = {"forward": measured[h, "forward"][1], "matmuls": (s_qk * qk + s_av * av) / (qk + av),
+                     "softmax": measured[h, "softmax"][1]}
     return timing, spread
 
 
@@ -409,7 +428,9 @@ def profile_decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCa
     BLAS runs on one thread, so that the stages add up to the step and no thread waits for a core
     that another program holds. The cache is rewound after each step.
 
-    Returns ``{"step": ms, "projections": ms, ...}`` with the keys of ``DECODE_STAGES``.
+    Returns ``(fastest, spread)``: ``{"step": ms, "projections": ms, ...}`` with the keys of
+    ``DECODE_STAGES``, and for each key how far the median run lies above the fastest, as a
+    fraction of the fastest (``clearly_apart`` compares two such timings).
     """
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache (see init_kv_cache), got {type(cache).__name__}")
@@ -458,7 +479,8 @@ def profile_decode_step(x_t: np.ndarray, params: dict, n_heads: int, cache: KVCa
                 start = time.perf_counter()
                 call()
                 times[name].append((time.perf_counter() - start) * 1e3)
-    return {name: min(ms) for name, ms in times.items()}
+    fastest = {name: min(ms) for name, ms in times.items()}
+    return fastest, {name: (float(np.median(ms)) - fastest[name]) / fastest[name] for name, ms in times.items()}
 
 
 def show_decode_profile(profile: Mapping[str, Mapping[str, float]], read_mib: Mapping[str, float]) -> None:
@@ -471,7 +493,7 @@ def show_decode_profile(profile: Mapping[str, Mapping[str, float]], read_mib: Ma
         if missing:
             raise ValueError(f"profile[{name!r}] lacks the stages {sorted(missing)}")
     fig, ax = plt.subplots(figsize=(7.5, 3.6), constrained_layout=True)
-    rows = [f"{name}\n{read_mib[name]:.0f} MiB read" for name in names]
+    rows = [f"{name}\n{read_mib[name]:.1f} MiB read" for name in names]
     left = np.zeros(len(names))
     for stage, colour in zip(DECODE_STAGES, plt.cm.viridis(np.linspace(0.1, 0.9, len(DECODE_STAGES))), strict=True):
         ms = np.array([profile[name][stage] for name in names])
@@ -480,7 +502,7 @@ def show_decode_profile(profile: Mapping[str, Mapping[str, float]], read_mib: Ma
     ax.invert_yaxis()
     ax.set(xlabel="ms per decoding step (fastest of the runs)", title="Where a decoding step's time goes")
     ax.legend(loc="lower right", fontsize=10)
-    parts = "; ".join(f"{name} ({read_mib[name]:.0f} MiB read): " + ", ".join(
+    parts = "; ".join(f"{name} ({read_mib[name]:.1f} MiB read): " + ", ".join(
         f"{stage} {profile[name][stage]:.2f} ms" for stage in DECODE_STAGES) for name in names)
     show_figure(fig, f"Stacked horizontal bars, one per layout, of the milliseconds each stage of one decoding "
                      f"step took in this run. {parts}.")
@@ -589,25 +611,28 @@ def show_accuracy_by_heads(heads: Sequence[int], table: np.ndarray, *, chance: f
 
 def show_attention_maps(labels: Sequence[str], weights: np.ndarray, *, seed: int, offsets: Sequence[int],
                         first_query: int) -> None:
-    """Each head's (N, N) attention map of one trained model, two maps a row.
+    """Each head's attention map of one trained model, two maps a row: the query rows from
+    ``first_query`` on (the positions where an answer is asked), every key.
 
-    The alt text gives each head's mean weight at each of ``offsets`` places back, over the
-    queries from ``first_query`` on.
+    The alt text gives each head's mean weight at each of ``offsets`` places back, over the same
+    queries.
     """
     weights = np.asarray(weights)
     n = len(labels)
     if weights.ndim != 3 or weights.shape[1:] != (n, n):
         raise ValueError(f"weights must have shape (h, {n}, {n}) for {n} labels, got {weights.shape}")
+    if isinstance(first_query, bool) or not isinstance(first_query, (int, np.integer)) or not 0 <= first_query < n:
+        raise ValueError(f"first_query must be an int in [0, {n}), got {first_query!r}")
     h = weights.shape[0]
     cols = min(h, 2)
     rows = (h + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(2.8 * cols + 1.4, 2.8 * rows + 0.6), squeeze=False,
                              constrained_layout=True)
     for i, ax in enumerate(axes.flat):
-        im = ax.imshow(weights[i], cmap="viridis", vmin=0, vmax=1)
+        im = ax.imshow(weights[i, first_query:], cmap="viridis", vmin=0, vmax=1)  # (N - first_query, N)
         ax.set_title(f"h = {h}: head {i}")
         ax.set_xticks(range(n), labels, rotation=90)
-        ax.set_yticks(range(n), labels)
+        ax.set_yticks(range(n - first_query), labels[first_query:])
         ax.set_xlabel("key j (pos:token)")
         if i % cols == 0:
             ax.set_ylabel("query i (pos:token)")
@@ -615,7 +640,8 @@ def show_attention_maps(labels: Sequence[str], weights: np.ndarray, *, seed: int
     peak = [[np.mean([weights[i, t, t - back] for t in range(first_query, n)]) for back in offsets] for i in range(h)]
     show_figure(fig, alt=(
         f"{h} attention map{'s' if h > 1 else ''} of the trained h = {h} model (seed {seed}) on one sequence of "
-        f"{n} tokens, queries down and keys across on a 0 to 1 colour scale. Mean weight "
+        f"{n} tokens, the queries that must answer ({first_query} to {n - 1}) down and every key across, on a "
+        f"0 to 1 colour scale. Mean weight "
         f"{' and '.join(map(str, offsets))} places left of the diagonal: "
         + "; ".join(f"head {i}: " + " and ".join(f"{v:.2f}" for v in row) for i, row in enumerate(peak)) + "."))
 
@@ -680,8 +706,13 @@ def show_prune_curves(curves: Mapping[tuple[int, int], np.ndarray], prunable: Ma
            title=f"Pruning trained heads ({seeds} seeds per h)")
     ax.legend()
     start = min(float(c[0]) for c in curves.values())
+    def after_one(h):  # (lowest, highest) accuracy over the seeds once one head is pruned
+        ones = [float(c[1]) for (hh, _), c in curves.items() if hh == h]
+        return min(ones), max(ones)
+
     fates = "; ".join(
-        f"h = {h}: falls at the first head removed" if max(prunable[h]) == 0
+        f"h = {h}: the first head removed costs more than the tolerance (accuracy {after_one(h)[0]:.2f} to "
+        f"{after_one(h)[1]:.2f} after it)" if max(prunable[h]) == 0
         else f"h = {h}: {min(prunable[h])} to {max(prunable[h])} heads go at little cost, then it falls"
         for h in heads)
     show_figure(fig, alt=(

@@ -39,7 +39,7 @@ from functools import partial
 import ipywidgets as widgets
 import numpy as np
 
-from ..models import MODEL_MAX_TOKENS, Model, patterns
+from ..models import MODEL_MAX_TOKENS, Model, model_folders, patterns
 from ..models import load as load_model
 from .controls import Cache, GuardedDropdown, GuardedIntSlider, GuardedText, Panel, check_cache
 from .glossary import term
@@ -83,17 +83,26 @@ IT_TOKENS, ANIMAL_TOKENS = ("it", "Ġit", " it"), ("animal", "Ġanimal", " anima
 
 
 # The picker's entries (before a model is loaded); the caption uses the loaded model's own facts.
-MODELS = {
+# The two shipped models, then the model folders under $MHA_MODELS (keyed by their paths, which
+# ``load`` takes as it takes a name; docs/models.md, "Bring your own model").
+SHIPPED = {
     "minilm": "all-MiniLM-L6-v2 (reads a whole sentence)",
     "smollm2": "SmolLM2-135M-Instruct (writes text)",
 }
+MODELS = {**SHIPPED, **model_folders()}
+DEMO_MODEL = "smollm2"  # the induction demo's decoder when the chosen model is an encoder
+
+
+def quantised_words(model) -> str:
+    """How the caption names quantised weights: SmolLM2's are 4-bit; a GGUF of the reader's own
+    says its types in its label."""
+    return "4-bit quantised" if model.name in SHIPPED else "quantised"
 
 
 def weights_note(model) -> str:
-    """What the caption says about the weights: real, and quantised or not."""
-    if model.quantised:
-        return "real pretrained parameters, 4-bit quantised"
-    return "real pretrained parameters, not quantised (float32)"
+    """What the caption says about the weights: real (or the reader's own), and quantised or not."""
+    whose = "real pretrained parameters" if model.name in SHIPPED else "the parameters of your own checkpoint"
+    return f"{whose}, {quantised_words(model) if model.quantised else 'not quantised (float32)'}"
 
 
 def _wrapping(model) -> tuple[list[int], list[int]]:
@@ -121,7 +130,7 @@ class _View:
 
     @property
     def short(self) -> str:
-        return f"{self.model.label.split(' (')[0]}, {'4-bit quantised' if self.model.quantised else 'fp32'}"
+        return f"{self.model.label.split(' (')[0]}, {quantised_words(self.model) if self.model.quantised else 'fp32'}"
 
 
 class ModelUnavailableError(RuntimeError):
@@ -172,7 +181,8 @@ class RealHeadsPanel(Panel):
                                   continuous_update=False)
         self.induction = widgets.Button(description="induction demo", icon="repeat",
                                         tooltip=f"{INDUCTION_PERIOD} random tokens, then the same again, "
-                                                "on SmolLM2; jump to its strongest induction head")
+                                                "on the chosen model if it writes text, else on SmolLM2; "
+                                                "jump to its strongest induction head")
         self.induction.add_class("mha-real-induction")
         self.induction.on_click(lambda _b: self.induction_demo())
         # in the demo: what it changed, and a way back to the model and sentence from before it
@@ -308,6 +318,9 @@ class RealHeadsPanel(Panel):
                 with self._working(f"loading {MODELS[name]}..."):
                     self._models[name] = self._load(name)
             except Exception as err:  # a missing or corrupt cache: say which command fixes it
+                if name not in SHIPPED:  # a folder of the reader's own: its own message says what is wrong
+                    raise ModelUnavailableError(f"the model {MODELS[name]} could not be loaded from {name}: "
+                                                f"{err}") from err
                 raise ModelUnavailableError(f"the model {MODELS[name]} is not available here ({err}). "
                                    f"Run `make models` in the project folder to fetch it, "
                                    f"then reload this page.") from err
@@ -389,17 +402,22 @@ class RealHeadsPanel(Panel):
             self._forwards.popitem(last=False)
 
     # -- the induction demo ----------------------------------------------------------------------
-    def induction_demo(self, model_name: str = "smollm2") -> tuple[int, int, float] | None:
-        """Random tokens repeated twice on ``model_name``; select its strongest induction head.
+    def induction_demo(self, model_name: str | None = None) -> tuple[int, int, float] | None:
+        """Random tokens repeated twice on ``model_name`` (default: the chosen model if it is a
+        decoder, else SmolLM2); select its strongest induction head.
 
         Returns ``(layer, head, score)``, or None if the demo could not run (the message is in the status).
         """
         try:
+            if model_name is None:
+                chosen = self.model.value
+                model_name = chosen if self.get_model(chosen).causal else DEMO_MODEL
             key = (model_name, "induction", INDUCTION_PERIOD)
             model = self.get_model(model_name)
             if key not in self._forwards:
                 before, after = _wrapping(model)
-                lo, hi = INDUCTION_IDS
+                hi = min(INDUCTION_IDS[1], model.vocab_size)  # a small vocabulary: its upper three quarters
+                lo = min(INDUCTION_IDS[0], hi // 4)
                 ids = patterns.repeated_tokens(np.random.default_rng(INDUCTION_SEED), np.arange(lo, hi),
                                                INDUCTION_PERIOD, prefix=before)
                 ids = np.concatenate([ids, np.asarray(after, dtype=np.int64)])
@@ -513,6 +531,8 @@ class RealHeadsPanel(Panel):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= top:
                 raise ValueError(f"{name} must be an int in [0, {top}] for this model, got {value!r}")
         m = self.get_model(model)
+        if m.causal:  # the write mode writes with the decoder on show (SmolLM2 while an encoder is)
+            self.writer.use(model)
         n_kv = m.n_kv_heads
         kv = f" (reads key/value head {head // (h // n_kv)} of {n_kv}: GQA)" if n_kv < h else ""
         view = _View(m, labels, weights, what, of_head)
@@ -542,16 +562,12 @@ class RealHeadsPanel(Panel):
                                 "\"it\" and \"animal\" in the sentence (the example sentence has both).</p>")
         demo = self.mode == "induction"
         self.back.layout.display = None if demo else "none"
-        self.demo_note.value = ("" if not demo else
-                                f"<p class='mha-real-demo-text' role='status'><b>Induction demo:</b> the model is now "
-                                f"<b>{html.escape(m.label.split(' (')[0])}</b>, the one that writes (an induction head "
-                                f"reads left to right), and its input is {INDUCTION_PERIOD} random tokens followed by "
-                                f"the same {INDUCTION_PERIOD} again, in place of your sentence. <b>back to your "
-                                f"sentence</b> returns to {html.escape(MODELS.get(self._before_demo or model, model).split(' (')[0])} "
-                                "and your sentence.</p>")
+        self.demo_note.value = "" if not demo else _demo_note(m, MODELS.get(self._before_demo or model, model),
+                                                              switched=(self._before_demo or model) != model)
         weights_said = weights_note(m)
-        short = (f"<b>{html.escape(view.short.split(',')[0])}</b>, real parameters, "
-                 f"{'4-bit quantised' if m.quantised else 'not quantised'} &middot; <b>layer {layer}</b> of {n_layers}"
+        short = (f"<b>{html.escape(view.short.split(',')[0])}</b>, "
+                 f"{'real' if model in SHIPPED else 'your own'} parameters, "
+                 f"{quantised_words(m) if m.quantised else 'not quantised'} &middot; <b>layer {layer}</b> of {n_layers}"
                  f" (0&ndash;{n_layers - 1}) &middot; <b>head {head}</b> of {h} (0&ndash;{h - 1})"
                  + (f" &middot; demo input, induction score {scores[layer, head]:.2f}" if self.mode == "induction" else ""))
         self.label.value = (
@@ -601,6 +617,18 @@ def _about(found: dict[str, np.ndarray], layer: int, head: int, demo: bool, chos
     listed = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
     return (f"<p class='mha-real-about-text'>Layer {layer}, head {head} shows none of the measured patterns clearly "
             f"(scores: {listed}); its attention is spread or follows something else.{best}</p>")
+
+
+def _demo_note(m, before: str, *, switched: bool) -> str:
+    """What the induction demo changed, said on the page: the model ``m`` it runs on (when it
+    ``switched`` to it from ``before``), its input, and the way back."""
+    name = html.escape(m.label.split(" (")[0])
+    model = (f"the model is now <b>{name}</b>, one that writes (an induction head reads left to right), and its "
+             if switched else f"<b>{name}</b>'s ")
+    back = html.escape(before.split(" (")[0]) + " and " if switched else ""
+    return (f"<p class='mha-real-demo-text' role='status'><b>Induction demo:</b> {model}input is {INDUCTION_PERIOD} "
+            f"random tokens followed by the same {INDUCTION_PERIOD} again, in place of your sentence. "
+            f"<b>back to your sentence</b> returns to {back}your sentence.</p>")
 
 
 def _alt(what: str, labels: list[str], w: np.ndarray) -> str:

@@ -29,7 +29,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
-from matplotlib.ticker import FuncFormatter, NullFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullFormatter
 from PIL import Image
 
 # Weights live in [0, 1]; with N = 64 a uniform row is 1/64, invisible on a linear scale.
@@ -205,10 +205,16 @@ def rendered_font_sizes(fig: Figure, *, column_px: int = COLUMN_PX, draw: bool =
 
 def plain_log_ticks(*axes) -> None:
     """Label the log-scaled axes of ``axes`` ``1e3``, ``1e4``, ... instead of mathtext ``10^3``,
-    whose superscript is drawn at 0.7 of the font size (under 10 pt at the default 10 pt)."""
+    whose superscript is drawn at 0.7 of the font size (under 10 pt at the default 10 pt).
+
+    An axis whose ticks were given their own labels (``ax.set_xticks(ticks, labels)``: fixed
+    ticks, and a formatter that is no longer a log formatter) keeps them: they are plain text already.
+    """
     for ax in axes:
         for axis, scale in ((ax.xaxis, ax.get_xscale()), (ax.yaxis, ax.get_yscale())):
-            if scale == "log":
+            labelled = (isinstance(axis.get_major_locator(), FixedLocator)
+                        and not isinstance(axis.get_major_formatter(), LogFormatter))
+            if scale == "log" and not labelled:
                 axis.set_major_formatter(FuncFormatter(_plain_log_label))
                 axis.set_minor_formatter(NullFormatter())
 

@@ -28,7 +28,7 @@ import numpy as np
 from ..models import load as load_model
 from .controls import GuardedIntSlider, GuardedText, Panel
 
-MODEL = "smollm2"  # the decoder: the encoder (MiniLM) does not write
+MODEL = "smollm2"  # the decoder it writes with until ``use`` names another (an encoder does not write)
 MAX_NEW_TOKENS = 24  # a class watching tokens appear; longer waits too long on a laptop
 DEFAULT_NEW_TOKENS = 12
 EXAMPLE_PROMPT = "The capital of France is"
@@ -79,6 +79,7 @@ class WritePanel:
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
         self._load = load or load_model
+        self.model_name = MODEL  # the real-model panel's chosen decoder (``use``)
         self.steps: list = []  # the Steps of the last run (id, weights (layers, h, t), cache bytes)
         self.prompt_ids: np.ndarray | None = None
         self.status = widgets.HTML()
@@ -109,12 +110,9 @@ class WritePanel:
         self.text.add_class("mha-write-text")
         self.rows = widgets.HTML()
         self.rows.add_class("mha-write-rows")
+        self.heading = widgets.HTML(_heading("SmolLM2"))
         self.widget = widgets.VBox([
-            widgets.HTML("<h3>Write: watch SmolLM2 add tokens</h3><p class='mha-write-intro'>SmolLM2, the model "
-                         "that writes, continues the prompt one token at a time. Press <b>write</b>: the text "
-                         "appears below, and under it one row per new token, showing where one head looked while "
-                         "choosing it. That head is chosen by this part's own <b>rows' layer</b> and <b>rows' head</b>, "
-                         "apart from the maps' layer and head above.</p>"),
+            self.heading,
             Panel._controls(widgets.HBox([self.prompt, self.length, self.button], layout=widgets.Layout(flex_flow="row wrap")),
                             widgets.HBox([self.layer, self.head], layout=widgets.Layout(flex_flow="row wrap"))),
             self.status, self.caption, self.text, self.rows,
@@ -131,11 +129,27 @@ class WritePanel:
     def _invalid(self, message: str) -> None:
         self.status.value = f"<span class='mha-write-error' role='alert'>{html.escape(message)}</span>"
 
-    def model(self):
-        """SmolLM2, loaded once; a readable error naming ``make models`` if its cache is missing."""
+    def use(self, name: str) -> None:
+        """Write with the decoder ``name`` (a name or a model folder ``load`` takes) from now on."""
+        if name == self.model_name:
+            return
+        self.model_name, self.prompt_ids, self.steps = name, None, []
+        self.text.value = self.rows.value = self.caption.value = self.status.value = ""
         try:
-            m = self._load(MODEL)
+            m = self.model()
+        except RuntimeError as err:
+            self._invalid(str(err))
+            return
+        self.heading.value = _heading(m.label.split(" (")[0])
+
+    def model(self):
+        """The decoder (SmolLM2 unless ``use`` chose another), loaded once; a readable error
+        naming ``make models`` if SmolLM2's cache is missing."""
+        try:
+            m = self._load(self.model_name)
         except Exception as err:  # a missing or corrupt cache: say which command fixes it
+            if self.model_name != MODEL:
+                raise RuntimeError(f"{self.model_name} could not be loaded ({err})") from err
             raise RuntimeError(f"SmolLM2 is not available here ({err}). Run `make models` in the project "
                                f"folder to fetch it, then reload this page.") from err
         for slider, top in ((self.layer, m.n_layers - 1), (self.head, m.n_heads - 1)):
@@ -178,16 +192,16 @@ class WritePanel:
         """The caption, the text so far and one row per new token, for the chosen layer and head."""
         if self.prompt_ids is None:
             return
-        m = self._load(MODEL)
+        m = self._load(self.model_name)
         layer, head = self.layer.value, self.head.value
         ids = [int(i) for i in self.prompt_ids] + [s.id for s in self.steps]
         tokens = m.tokens(np.asarray(ids, dtype=np.int64))
         n_prompt = len(self.prompt_ids)
         self.caption.value = (
             f"<div class='mha-write-caption-text'><b>{html.escape(m.label.split(' (')[0])}</b>: real pretrained "
-            f"parameters, <b>4-bit quantised</b> (each stored in 4 bits, rounded coarsely to make the file small); its {m.n_heads} "
-            f"query heads share {m.n_kv_heads} sets of keys and values. It picks the likeliest next token each "
-            f"time and keeps the keys and values it has computed (the KV cache), at most {MAX_NEW_TOKENS} new tokens. "
+            f"parameters, {_stored(m, self.model_name == MODEL)}; {_heads_share(m)}. It picks the likeliest next "
+            f"token each time and keeps the keys and values it has computed (the KV cache), at most {MAX_NEW_TOKENS} "
+            "new tokens. "
             f"Each row: a new token, and where <b>layer {layer}, head {head}</b> looked while choosing it "
             f"(darker = more weight; with a mouse, point at a token for its exact weight).</div>")
         written = "".join(f"<mark class='mha-write-token'>{_escape(t)}</mark>" for t in tokens[n_prompt:])
@@ -197,3 +211,28 @@ class WritePanel:
                            + "".join(row_html(tokens[:n_prompt + k], s.weights[layer, head], tokens[n_prompt + k], k + 1)
                                      for k, s in enumerate(self.steps))
                            + "</div>")
+
+
+def _heading(name: str) -> str:
+    """The write mode's title and one line on what it does, for the decoder ``name``."""
+    name = html.escape(name)
+    return (f"<h3>Write: watch {name} add tokens</h3><p class='mha-write-intro'>{name}, the model that "
+            "writes, continues the prompt one token at a time. Press <b>write</b>: the text appears below, "
+            "and under it one row per new token, showing where one head looked while choosing it. That head "
+            "is chosen by this part's own <b>rows' layer</b> and <b>rows' head</b>, apart from the maps' layer "
+            "and head above.</p>")
+
+
+def _stored(m, four_bit: bool) -> str:
+    """How the parameters of ``m`` are stored, in plain words (not the file format's names)."""
+    if not m.quantised:
+        return "<b>float32</b> (stored as they were trained)"
+    bits = "4-bit quantised</b> (each stored in 4 bits" if four_bit else "quantised</b> (stored in fewer bits"
+    return f"<b>{bits}, rounded coarsely to make the file small)"
+
+
+def _heads_share(m) -> str:
+    """How the heads of ``m`` share keys and values, in plain words."""
+    if m.n_kv_heads < m.n_heads:
+        return f"its {m.n_heads} query heads share {m.n_kv_heads} sets of keys and values"
+    return f"each of its {m.n_heads} heads has its own keys and values"
