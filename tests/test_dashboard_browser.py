@@ -316,8 +316,9 @@ def test_shape_sliders_give_exact_numbers(loaded):
     set_int(page, ".mha-shape-N", 100, UPDATE_TIMEOUT_MS)
     macs = m.count_macs(m.MHAConfig(256, 16), 100, batch=3)["total"]
     expect(page.locator(".mha-shape-panel .mha-macs")).to_have_text(f"{macs:,}", timeout=UPDATE_TIMEOUT_MS)
+    # the ledger is its own widget: its update may come a moment after the MACs line's
+    expect(page.locator(".mha-shape-ledger")).to_contain_text("(B=3, N=100, d_model=256)", timeout=UPDATE_TIMEOUT_MS)
     ledger = _text(page, ".mha-shape-ledger")
-    assert "(B=3, N=100, d_model=256)" in ledger
     assert "(B=3, h=16, N_q=100, N_k=100)" in ledger
     assert "(B=3, h=16, N=100, d_k=16)" in ledger
     assert page.locator(".mha-shape-boxes svg.mha-box").count() == len(m.trace_shapes(
