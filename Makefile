@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help python-check preflight venv models references test test-slow test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-class bench-long profile-tiled bench-before-after weights notebooks check-notebooks site handout release grade clean
+.PHONY: help python-check preflight venv models references test test-slow test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-class bench-dashboard bench-long profile-tiled bench-before-after weights notebooks check-notebooks site handout release grade clean
 
 # `make help` lists every target that has a `## description` on its rule line, so it cannot drift.
 help:  ## this list
@@ -212,6 +212,10 @@ profile-tiled: references  ## per-stage profile of the tiled attention -> benchm
 REV ?= main
 bench-before-after: $(STAMP)  ## same-run speed of the layer at REV (default main) against the working tree
 	$(BIN)/python -m benchmarks.before_after $(REV) $(BENCH_ARGS)
+
+# The dashboard's slider step -> redraw (p50, p90) at REV against the working tree, interleaved in one run.
+bench-dashboard: $(STAMP) $(MODELS_STAMP)  ## same-run slider-to-redraw time of the dashboard at REV (default main) against the working tree
+	$(BIN)/python -m benchmarks.dashboard_switch $(or $(REV),main) $(BENCH_ARGS)
 
 weights: $(STAMP)  ## retrain the shipped toy models -> mha_core/training/weights/
 	$(BIN)/python scripts/train_toy_models.py
