@@ -392,6 +392,9 @@ def test_07_to_12_wording_fixed_after_the_cold_read():
     p07, p09, p10 = (markdown_text(n) for n in ("07_pitfalls.ipynb", "09_the_block.ipynb", "10_real_heads.ipynb"))
     p11, p12 = markdown_text("11_long_context.ipynb"), markdown_text("12_capstone.ipynb")
     assert "With *pretrained* weights, such as these" not in p07 and "random weights from `init_params`" in p07
+    assert "needs two such all-reduces, one after $W_O$ and one after the feed-forward block" in p07
+    assert "on top of giving every device all of" not in p07 and "costs nothing extra" in p07
+    assert "could\npartly make up" not in p07 and "gives exactly the right scores back" in p07
     assert "the sink role went to [CLS]" not in p10 and "Why is not measured here." in p10
     assert "fine-tuned to make sentence embeddings" in p09
     assert "\\n" not in p09.replace("\\ne", "").replace("\\nabla", "")
