@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PORT ?= 8866
 
-.PHONY: help python-check preflight venv models references test test-slow test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-long profile-tiled bench-before-after weights notebooks check-notebooks site handout release grade clean
+.PHONY: help python-check preflight venv models references test test-slow test-fast lint dashboard slides lesson-slides screenshots lab classroom hub-deps bench bench-class bench-dashboard bench-long profile-tiled bench-before-after weights notebooks check-notebooks site handout release grade clean
 
 # `make help` lists every target that has a `## description` on its rule line, so it cannot drift.
 help:  ## this list
@@ -118,7 +118,9 @@ test-fast: $(STAMP)  ## the fast loop: numpy-only tests, no models, no browser, 
 # waiting for one to start, at the price of one idle kernel each, kept warm (docs/dashboard.md);
 # POOL=0 turns preheating off.
 POOL ?= 1
-VOILA := OPENBLAS_NUM_THREADS=1 $(BIN)/voila --port=$(PORT) --Voila.port_retries=0
+# `exec`: the recipe's shell becomes voila, so Ctrl-C or a TERM to make reaches voila, which shuts
+# its kernels down (a shell left between them died alone and left the server running).
+VOILA := OPENBLAS_NUM_THREADS=1 exec $(BIN)/voila --port=$(PORT) --Voila.port_retries=0
 
 # Room mode (ROOM=1, for `make dashboard` and `make classroom`): the same settings, served on the
 # room's network (all interfaces, or ROOM_HOST=addr) behind a join code (JOIN_CODE=..., else a new
@@ -131,7 +133,7 @@ SERVE_HOST = $(if $(ROOM_ON),$(ROOM_HOST),127.0.0.1)
 # Every serving target stops at once, saying so, when its port is taken (three share PORT=8866):
 # no silent move to another port (--Voila.port_retries=0), so the printed address is the one in use.
 PORT_CHECK = @$(BIN)/python -m mha_serve.preflight --only=port --port=$(PORT) --host=$(SERVE_HOST)
-DASHBOARD_APP = $(if $(ROOM_ON),OPENBLAS_NUM_THREADS=1 $(BIN)/python -m mha_serve.room --host=$(ROOM_HOST) --port=$(PORT),$(VOILA))
+DASHBOARD_APP = $(if $(ROOM_ON),OPENBLAS_NUM_THREADS=1 exec $(BIN)/python -m mha_serve.room --host=$(ROOM_HOST) --port=$(PORT),$(VOILA))
 
 # The models are fetched first when missing; offline with an empty cache the dashboard still
 # starts (the leading '-' ignores the failure) and its real-model panel names `make models`.
@@ -192,6 +194,12 @@ lab: $(STAMP)  ## JupyterLab on notebooks/ (passes --allow-root when run as root
 bench: references $(MODELS_STAMP)  ## benchmarks -> benchmarks/RESULTS.md and results.json
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
+# A class as the server sees it (tests/test_dashboard_load.py::test_class): SEATS protocol clients
+# (tests/class_probe.py) arriving one a second against `make dashboard`'s server and then classroom
+# mode, 2 browser pages after each; figures printed and in build/class-load-*.json. Quiet machine only.
+bench-class: $(STAMP) $(MODELS_STAMP)  ## a class of SEATS (60) against make dashboard and classroom mode -> build/class-load-*.json
+	MHA_CLASS_SEATS=$(SEATS) OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest tests/test_dashboard_load.py -k test_class --run-slow -s -p no:cacheprovider -p no:randomly
+
 # The long-context section alone: RESULTS_long_context.md and results_long_context.json.
 bench-long: references  ## long context vs torch MHA and SDPA, N=100..8192 -> benchmarks/RESULTS_long_context.md
 	$(BIN)/python -m benchmarks.run --only long_context $(BENCH_ARGS)
@@ -204,6 +212,10 @@ profile-tiled: references  ## per-stage profile of the tiled attention -> benchm
 REV ?= main
 bench-before-after: $(STAMP)  ## same-run speed of the layer at REV (default main) against the working tree
 	$(BIN)/python -m benchmarks.before_after $(REV) $(BENCH_ARGS)
+
+# The dashboard's slider step -> redraw (p50, p90) at REV against the working tree, interleaved in one run.
+bench-dashboard: $(STAMP) $(MODELS_STAMP)  ## same-run slider-to-redraw time of the dashboard at REV (default main) against the working tree
+	$(BIN)/python -m benchmarks.dashboard_switch $(or $(REV),main) $(BENCH_ARGS)
 
 weights: $(STAMP)  ## retrain the shipped toy models -> mha_core/training/weights/
 	$(BIN)/python scripts/train_toy_models.py

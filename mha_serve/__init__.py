@@ -9,6 +9,9 @@ it (Voila, Jupyter Server, JupyterHub). It imports ``mha_core``; ``mha_core`` ne
                                                   jupyter_server_config.json)
     classroom     classroom_plan, classroom       a pool sized to the class, warmed before the bell
                                                   (``python -m mha_serve classroom --seats 60``)
+    websocket     GuardedKernelConnection         a kernel websocket one client cannot stall the
+                                                  server with: v1 protocol only, frames checked,
+                                                  queued bytes bounded (kernel_websocket_connection_class)
     room          RoomVoila (room_app_class),     the dashboard on the room's network behind a join
                   Gatekeeper                      code, its QR code and the projector page
                                                   (``python -m mha_serve.room``, ``make dashboard ROOM=1``)

@@ -3,13 +3,13 @@
 ``voila_server`` starts ``voila notebooks/dashboard.ipynb`` plainly, as a student would (the
 settings and offline templates come from the environment, installed by ``make venv``) on a
 free loopback port, and stops it and its kernels afterwards. ``KernelSocket`` talks to one
-kernel over the same websocket the page uses, to forge the messages a hostile page could send.
+kernel over the same websocket the page uses (tests/class_probe.py's v1 frames), to forge the
+messages a hostile page could send.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import signal
@@ -136,14 +136,14 @@ def http(url: str, method: str = "GET", timeout: float = 10) -> int:
 
 
 @contextlib.contextmanager
-def voila_server(*extra_args: str, notebook: str = NOTEBOOK, app: str = "voila"):
+def voila_server(*extra_args: str, notebook: str = NOTEBOOK, app: str = "voila", port: int | None = None):
     """Run ``voila notebooks/dashboard.ipynb`` plainly from the repository root (plus ``extra_args``):
     the template and settings come from the environment's Jupyter paths, as on every route.
     ``app="jupyter_server"`` runs ``jupyter server`` with Voila as a server extension instead
     (the JupyterHub/Binder route; pages at ``/voila/render/<notebook>``). ``notebook`` (a path
     from the repository root) serves another notebook the same way, as ``make lesson-slides``
-    does. Yields a ``Server``."""
-    port = free_port()
+    does. ``port``: this one instead of a free one (a server restarted where its pages were). Yields a ``Server``."""
+    port = port or free_port()
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
     env.pop("JUPYTER_PATH", None)
     env.pop("JUPYTER_CONFIG_PATH", None)
@@ -167,15 +167,20 @@ def voila_server(*extra_args: str, notebook: str = NOTEBOOK, app: str = "voila")
             raise RuntimeError(f"voila exited with {proc.returncode}:\n{server.log()[-3000:]}")
         yield server
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
+        stop_group(proc)
         log.close()
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """TERM the server's process group (the server and its kernels); KILL it after 15 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
 
 
 def _alive(proc: subprocess.Popen) -> bool:
@@ -231,6 +236,19 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def kernel_pids(pid: int) -> dict[str, int]:
+    """The kernels among ``pid``'s descendants: {kernel id: process id} (the id is in the name of
+    the connection file on the kernel's command line, ``kernel-<id>.json``)."""
+    import re
+
+    found = {}
+    for child in descendants(pid):
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            if m := re.search(r"kernel-([0-9a-f-]{36})\.json", Path(f"/proc/{child}/cmdline").read_text()):
+                found[m.group(1)] = child
+    return found
+
+
 def tree_rss(pid: int) -> int:
     """Resident memory of ``pid`` and all its descendants."""
     total = 0
@@ -243,40 +261,40 @@ def tree_rss(pid: int) -> int:
 # -- one kernel's websocket, as a hostile page could use it ---------------------------------------
 
 class KernelSocket:
-    """The Jupyter websocket protocol (JSON frames) to one kernel of the server."""
+    """The Jupyter websocket protocol to one kernel of the server, in the v1 subprotocol a page
+    speaks (the server refuses the legacy JSON one: mha_serve/websocket.py)."""
 
     def __init__(self, server: Server, kernel_id: str):
         import websocket  # websocket-client, a dependency of jupyter_server
+        from class_probe import SUBPROTOCOL
 
         self.session = uuid.uuid4().hex
         self.ws = websocket.create_connection(
-            f"{server.ws_url}api/kernels/{kernel_id}/channels?session_id={self.session}", timeout=10)
+            f"{server.ws_url}api/kernels/{kernel_id}/channels?session_id={self.session}", timeout=10,
+            subprotocols=[SUBPROTOCOL])
         self.ws.settimeout(None)  # one reader thread blocks on the socket; timeouts use the queue
         self.inbox: queue.Queue = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
     def _read(self) -> None:
+        from class_probe import unpack
+
         try:
             while True:
-                frame = self.ws.recv()
-                if isinstance(frame, str):  # binary frames (images) are not needed here
-                    self.inbox.put(json.loads(frame))
+                self.inbox.put(unpack(self.ws.recv()))
         except Exception:  # socket closed: the reader ends
             return
 
     def send(self, msg_type: str, content: dict, channel: str = "shell") -> str:
-        msg_id = uuid.uuid4().hex
-        self.ws.send(json.dumps({
-            "header": {"msg_id": msg_id, "msg_type": msg_type, "username": "forger", "session": self.session,
-                       "date": "2026-01-01T00:00:00Z", "version": "5.3"},
-            "parent_header": {}, "metadata": {}, "content": content, "channel": channel, "buffers": [],
-        }))
+        from class_probe import pack
+
+        msg_id, frame = pack(msg_type, content, self.session, channel=channel)
+        self.ws.send_binary(frame)
         return msg_id
 
     def messages(self, seconds: float, idle: float | None = None):
-        """Yield the JSON messages received during ``seconds``, or until ``idle`` seconds pass
-        without one (binary frames, e.g. images, are skipped)."""
+        """Yield the messages received during ``seconds``, or until ``idle`` seconds pass without one."""
         end = time.monotonic() + seconds
         while (left := end - time.monotonic()) > 0:
             try:
@@ -288,9 +306,7 @@ class KernelSocket:
         """The comm id of the widget that a real move in the page sets to ``key=value``.
 
         ``move()`` moves a control in the page; the kernel echoes the page's update on iopub
-        (``echo_update``, ipywidgets 8), which carries the widget's comm id. Asking every comm for
-        its state instead made the server stop relaying to this socket once an image's binary
-        state came through.
+        (``echo_update``, ipywidgets 8), which carries the widget's comm id.
         """
         move()
         for msg in self.messages(seconds):

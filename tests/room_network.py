@@ -19,12 +19,13 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from dashboard_server import stop_group
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -115,14 +116,7 @@ def room_server(code: str, port: int, *extra: str, startup_s: float = 90):
             time.sleep(0.3)
         yield path
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
+        stop_group(proc)
         log.close()
 
 

@@ -40,7 +40,8 @@ def test_the_exercises_are_the_lessons_stubs():
     assert list(found) == [
         "00-softmax", "01-scale", "01-attention", "02-split_heads", "04-causal_mask", "07-merge_heads",
         "09-rms_norm", "09-encoder_layer", "12-multi_head_attention", "12-params_768_12",
-        "12-d_k_768_12", "12-attention_macs_512_8_2000", "12-kv_cache_gqa_mib"]
+        "12-d_k_768_12", "12-attention_macs_512_8_2000", "12-kv_cache_gqa_mib",
+        "13-decoder_layer", "13-generation_loop"]
     assert found["01-scale"].check == "check_scale(my_scale, d_model=big.d_model, n_heads=big.h)"
     # a checker called on the library's own pitfall (07's demonstration) is not an exercise
     assert coursework.cell_exercise("verdict = check_attention(pf.attention_mask_after_softmax)", "07_x", 0) is None
@@ -92,9 +93,10 @@ def test_the_release_is_in_nbgraders_format(released):
 def _solution_cells() -> tuple[dict, dict]:
     """From notebooks/solutions/: each checker's first right answer (its argument and the
     statements before it), and every function the right answers' cells define. A right answer is
-    a call whose verdict the cell asserts ``ok`` (solutions.ipynb), or a bare checker call on the
-    exercise's own name (block_solutions.ipynb: ``check_rms_norm(my_rms_norm)``, while its wrong
-    answers have names of their own)."""
+    a call whose verdict the cell asserts ``ok``, or a checker called on the exercise's own name
+    (``verdict = check_split_heads(my_split_heads)``, ``check_rms_norm(my_rms_norm)``), while the
+    wrong answers have names of their own or are lambdas; for a numeric question, its first
+    ``check_answer`` (the wrong ones follow it)."""
     answers = {ex.answer for ex in coursework.exercises()}
     calls, functions = {}, {}
     for path in sorted((NOTEBOOKS / "solutions").glob("*.ipynb")):
@@ -107,7 +109,7 @@ def _solution_cells() -> tuple[dict, dict]:
                         and call.func.id.startswith("check_")):
                     continue
                 arg = call.args[1] if call.func.id == "check_answer" else call.args[0]
-                if asserted or (isinstance(s, ast.Expr) and isinstance(arg, ast.Name) and arg.id in answers):
+                if asserted or call.func.id == "check_answer" or (isinstance(arg, ast.Name) and arg.id in answers):
                     key = call.func.id + (f":{call.args[0].value}" if call.func.id == "check_answer" else "")
                     calls.setdefault(key, (body[:i], arg))
                     functions.update({f.name: f for f in body if isinstance(f, ast.FunctionDef)})

@@ -5,46 +5,39 @@ link preview, a script) in about a minute against a server with a small kernel c
 server must answer every one (200 or the 503 "busy" page), never hold more than the cap's
 worth of kernels, shut the unconnected kernels down, and then serve a real browser session.
 
-``test_sixty_browser_sessions``: a class of 60 arriving over about a minute: 60 pages of one
-Chromium, each its own Voila session (its own kernel and websocket), each closed after its
-check. Every session must render, answer a slider move, and close; afterwards every kernel must
-be shut down.
+``test_class``: a class of 60 arriving one a second, against ``make dashboard`` (a pool of one)
+and against classroom mode (``make classroom SEATS=60``: every seat warmed before the bell).
+Each student is a protocol client (tests/class_probe.py): it GETs the page, opens its kernel's
+websocket as a page does, asks for every widget's state and moves a slider three times, one move
+a second. Nothing is rendered, because a class renders on its own devices: an earlier version ran
+60 Chromium pages on the server's own 2 cores and measured the browsers (101.5 s from arrival to
+the first figure, where the server needs 1.3 s to hand over every state). Then 2 real browser
+pages check what only a browser shows: the page renders, the heatmaps draw, a slider answers, no
+console error, no request leaves the server.
 
-Here the 60 browsers run on the server's own 2 cores (shared with other work), which a class's
-own devices would not: with 60 cold browser contexts loading at once the load average passed 100
-and no page had connected after 5 minutes, and with 60 pages of one context (shared caches, but
-Chromium's six connections per host shared too) pages queued behind each other's HTML for
-minutes. So the pages share one warmed context (as each student's browser is after a first visit)
-and the harness loads at most ``LOADING`` pages at a time: a student arriving while they are all
-loading waits for a slot (at 8 at once, 1 page in 60 hit anywidget's 2 s limit to load the
-heatmap's JavaScript and never drew it; see docs/dashboard.md). Both times are reported: from arrival (queue included) and from the
-page's own request. Pages get 240 s to connect (``connect_grace``; 30 s by default). Prints p50/p90 time to the
-first figure, slider response, peak kernels and peak memory.
-
-``test_classroom_mode``: the same class against ``make classroom SEATS=60``: the server warms a
-pool of 60 kernels (each executes the dashboard) before the first student arrives, then 60
-sessions arrive over 60 s with 8 loading at once. Every page must come from the warmed pool and
-draw its heatmaps (anywidget's 2 s load limit is lifted by the page template). Prints the warming
-time and memory, and from arrival the time to the first figure (p50, p90, max) and the slider
-latency (p50, p90): the figures of the benchmark report (targets p90 <= 5 s and slider p90 <=
-300 ms on a 2-core laptop; not asserted: timings belong to a quiet machine). On a quiet
-machine: ``.venv/bin/python -m pytest tests/test_dashboard_load.py --run-slow -s -p no:cacheprovider``
-(both class tests, so the pool's effect is seen against the cold start in the same run).
+Asserted: no student lost, every browser page right, the server's memory bounded. Printed and
+written to build/class-load-<server>.json: arrival -> page HTML, arrival -> all widget states and
+slider move -> kernel idle (p50, p90, max), the warming time and the memory (the server process,
+the kernels). Timings are not asserted: they belong to a quiet machine. There,
+``make bench-class`` (the two servers in turn; SEATS=60 by default).
 """
 
 from __future__ import annotations
 
 import asyncio
-import statistics
+import json
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from dashboard_server import (
     descendants,
     is_local,
     launch_chromium,
+    rss_bytes,
     tree_rss,
     voila_server,
 )
@@ -59,10 +52,11 @@ KERNEL_BYTES_BOUND = 250 * MB
 
 
 class Sampler:
-    """Peak kernel count and peak resident memory of the server's process tree, every 0.5 s."""
+    """Peak kernel count, peak resident memory of the server's process tree and of the server
+    process alone, every 0.5 s."""
 
     def __init__(self, pid: int):
-        self.pid, self.peak_kernels, self.peak_bytes = pid, 0, 0
+        self.pid, self.peak_kernels, self.peak_bytes, self.peak_server_bytes = pid, 0, 0, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -70,6 +64,7 @@ class Sampler:
         while not self._stop.is_set():
             self.peak_kernels = max(self.peak_kernels, len(descendants(self.pid)))
             self.peak_bytes = max(self.peak_bytes, tree_rss(self.pid))
+            self.peak_server_bytes = max(self.peak_server_bytes, rss_bytes(self.pid))
             self._stop.wait(0.5)
 
     def __enter__(self):
@@ -87,21 +82,6 @@ def _wait_no_kernels(pid: int, seconds: float) -> float:
         assert time.monotonic() - t0 < seconds, f"{len(descendants(pid))} kernels still alive after {seconds} s"
         time.sleep(0.5)
     return time.monotonic() - t0
-
-
-async def _session(context, url: str, port: int, delay: float, slots: asyncio.Semaphore | None = None) -> dict:
-    """One student: open the page, wait for the heatmaps, move the heads N slider, close."""
-    await asyncio.sleep(delay)
-    arrived = time.perf_counter()
-    if slots is not None:
-        await slots.acquire()
-    try:
-        queued = time.perf_counter() - arrived
-        visit = await _visit(context, url, port)
-        return {**visit, "first_from_arrival": queued + visit["first_figure"]}
-    finally:
-        if slots is not None:
-            slots.release()
 
 
 async def _visit(context, url: str, port: int) -> dict:
@@ -142,10 +122,6 @@ def _get(url: str) -> tuple[int, str]:
         return err.code, err.read().decode(errors="replace")
     except (urllib.error.URLError, ConnectionError, TimeoutError):
         return 0, ""
-
-
-def _pct(values, p: int) -> float:
-    return statistics.quantiles(values, n=10)[p // 10 - 1]
 
 
 # -- 300 plain GETs --------------------------------------------------------------------------------
@@ -202,7 +178,7 @@ async def _student(browser, url: str, port: int, delay: float) -> dict:
     await asyncio.sleep(delay)
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     try:
-        return await _session(context, url, port, 0)
+        return await _visit(context, url, port)
     finally:
         await context.close()
 
@@ -216,120 +192,86 @@ async def _one_browser(url: str, port: int) -> dict:
             await browser.close()
 
 
-# -- a class of 60 ---------------------------------------------------------------------------------
-
-SESSIONS = 60
-ARRIVAL_SECONDS = 60
-LOADING = 4  # pages the harness loads at once (the browser shares the server's 2 cores)
 
 
-def _outcome(results: list) -> tuple[list[dict], list[str]]:
-    """The sessions that ran to the end, and the errors of the others (at least one must have run)."""
-    failures = [repr(r)[:300] for r in results if isinstance(r, BaseException)]
-    ok = [r for r in results if not isinstance(r, BaseException)]
-    assert ok, failures
-    return ok, failures
+# -- a class of 60, as the server sees it ----------------------------------------------------------
+
+SEATS = int(os.environ.get("MHA_CLASS_SEATS", "60"))  # `make bench-class SEATS=...`
+ARRIVAL_EVERY_S = 1.0
+MOVES = 3
+BROWSER_PAGES = 2
+WARM_TIMEOUT_S = 1200
+# The Voila process itself (not its kernels): ~100 MB idle; a class's sockets and buffered state
+# (467 KiB a page) add little. The legacy-protocol blow-up of issue 33 grew it by GBs.
+SERVER_BYTES_BOUND = 600 * MB
+BUILD = Path(__file__).resolve().parents[1] / "build"
 
 
-def _assert_every_session_ok(ok: list[dict], failures: list[str]) -> None:
-    """Every session ran, was served (200), logged no console error and requested nothing outside."""
-    assert failures == [], f"{len(failures)} of {SESSIONS} sessions failed: {failures[:3]}"
-    assert [r["status"] for r in ok] == [200] * SESSIONS
-    assert [r["errors"] for r in ok] == [[]] * SESSIONS
-    assert [r["outside"] for r in ok] == [[]] * SESSIONS
+def _server_args(server: str) -> tuple[str, ...]:
+    """Voila's options for ``make dashboard`` (POOL=1) or ``make classroom SEATS=SEATS``."""
+    from mha_serve import classroom
+
+    # A student who has left frees the seat after 20 s (120 s in voila.json), as in the earlier
+    # browser class test: with 60 left kernels holding the cap for 120 s, the browser pages that
+    # came after a full class got pooled kernels but drew no heatmap in 300 s (not yet explained).
+    left = "--BoundedKernelManager.disconnect_grace=20"
+    if server == "dashboard":
+        return ("--preheat_kernel=True", "--pool_size=1", left)
+    plan = classroom.classroom_plan(SEATS)
+    assert plan.fits, plan.refusal()
+    return (*classroom.classroom_options(SEATS), left)
 
 
-def test_sixty_browser_sessions():
-    # A closed tab's kernel goes after 20 s here (make dashboard: 120 s), so the test ends soon.
-    args = ("--BoundedKernelManager.disconnect_grace=20", "--BoundedKernelManager.connect_grace=240",
-            "--BoundedKernelManager.check_interval=2")
-    with voila_server(*args) as srv:
-        pid = srv.proc.pid
-        time.sleep(1)
-        baseline = tree_rss(pid)
-        assert descendants(pid) == []
-        with Sampler(pid) as sampler:
-            t0 = time.monotonic()
-            results = asyncio.run(_classroom(srv.url, srv.port))
-            all_done = time.monotonic() - t0
-        culled = _wait_no_kernels(pid, 180)
-        after = tree_rss(pid)
-    results, failures = _outcome(results)
-    firsts = sorted(r["first_figure"] for r in results)
-    arrivals = sorted(r["first_from_arrival"] for r in results)
-    sliders = sorted(r["slider"] for r in results)
-    print(f"\nclassroom: {len(results)} of {SESSIONS} browser sessions ok, arriving over {ARRIVAL_SECONDS} s, all done in {all_done:.0f} s; "
-          f"at most {LOADING} loading at once; time to the first figure from the page's request p50 "
-          f"{statistics.median(firsts):.1f} s, p90 {_pct(firsts, 90):.1f} s, max {firsts[-1]:.1f} s; from arrival "
-          f"(queue included) p50 {statistics.median(arrivals):.1f} s, p90 {_pct(arrivals, 90):.1f} s; slider to new caption p50 {statistics.median(sliders) * 1000:.0f} ms, "
-          f"p90 {_pct(sliders, 90) * 1000:.0f} ms; peak {sampler.peak_kernels} kernels, peak memory "
-          f"{sampler.peak_bytes / MB:,.0f} MB (baseline {baseline / MB:,.0f} MB); every kernel shut down "
-          f"{culled:.0f} s after the last page closed; {after / MB:,.0f} MB after")
-    _assert_every_session_ok(results, failures)
-
-
-async def _classroom(url: str, port: int, loading: int = LOADING) -> list[dict]:
+async def _browser_pages(url: str, port: int) -> list[dict]:
     async with async_playwright() as p:
         browser = await launch_chromium(p)
         try:
-            context = await browser.new_context(viewport={"width": 1280, "height": 900})
-            await _session(context, url, port, 0)  # warm-up: fills the caches
-            slots = asyncio.Semaphore(loading)
-            return await asyncio.gather(*(_session(context, url, port, i * ARRIVAL_SECONDS / SESSIONS, slots)
-                                          for i in range(SESSIONS)), return_exceptions=True)
+            return [await _student(browser, url, port, 0) for _ in range(BROWSER_PAGES)]
         finally:
             await browser.close()
 
 
-# -- classroom mode: 60 students against a warmed pool ---------------------------------------------
+@pytest.mark.parametrize("server", ["dashboard", "classroom"])
+def test_class(server):
+    from class_probe import describe, run_class, summary
 
-CLASS_LOADING = 8  # pages loading at once: where one page in 60 used to lose its heatmaps
-
-
-def test_classroom_mode():
-    """``make classroom SEATS=60``: the pool warmed before the class, then 60 sessions over 60 s,
-    8 loading at once. Every page must be served from a warmed kernel, draw its heatmaps (no
-    anywidget time-out) and answer a slider; prints the warming time, the time from arrival to the
-    first figure (p50, p90, max), the slider latency (p50, p90) and the memory. The targets (p90
-    to the first figure <= 5 s, slider p90 <= 300 ms) belong to the benchmark report, not here."""
-    from mha_serve import classroom
-
-    plan = classroom.classroom_plan(SESSIONS)
-    assert plan.fits, plan.refusal()
-    # As in the test above: closed tabs' kernels go after 20 s, and pages get 240 s to connect
-    # (the harness's browsers share the server's 2 cores; a student's device connects in a second).
-    args = (*classroom.classroom_options(SESSIONS), "--BoundedKernelManager.disconnect_grace=20",
-            "--BoundedKernelManager.connect_grace=240")
     t_start = time.monotonic()
-    with voila_server(*args) as srv:
+    with voila_server(*_server_args(server)) as srv:
         pid = srv.proc.pid
-        while "Classroom ready" not in srv.log():
-            assert time.monotonic() - t_start < 900, f"not warmed in 900 s:\n{srv.log()[-2000:]}"
+        ready_line = ""
+        while server == "classroom" and "Classroom ready" not in srv.log():
+            assert time.monotonic() - t_start < WARM_TIMEOUT_S, f"not warmed in {WARM_TIMEOUT_S} s:\n{srv.log()[-2000:]}"
             assert srv.proc.poll() is None, srv.log()[-3000:]
             time.sleep(1)
+        if server == "classroom":
+            ready_line = next(line for line in srv.log().splitlines() if line.startswith("Classroom ready"))
         warm_s = time.monotonic() - t_start
-        ready = next(line for line in srv.log().splitlines() if line.startswith("Classroom ready"))
-        kernels_ready = len(descendants(pid))
-        warmed_bytes = tree_rss(pid)
+        before = {"tree": tree_rss(pid), "server": rss_bytes(pid), "kernels": len(descendants(pid))}
         with Sampler(pid) as sampler:
-            t0 = time.monotonic()
-            results = asyncio.run(_classroom(srv.url, srv.port, CLASS_LOADING))
-            all_done = time.monotonic() - t0
+            records = asyncio.run(run_class(srv.url, SEATS, ARRIVAL_EVERY_S, MOVES))
+        figures = summary(records)
+        memory = {"server_peak_mb": sampler.peak_server_bytes / MB, "tree_peak_mb": sampler.peak_bytes / MB,
+                  "peak_kernels": sampler.peak_kernels, "before_class_mb": before["tree"] / MB,
+                  "server_before_mb": before["server"] / MB, "kernels_before": before["kernels"]}
+        BUILD.mkdir(exist_ok=True)  # recorded before the browser pages, which may fail on their own
+        (BUILD / f"class-load-{server}.json").write_text(json.dumps(
+            {"server": server, "seats": SEATS, "every_s": ARRIVAL_EVERY_S, "moves": MOVES, "warm_s": warm_s,
+             "ready": ready_line, "figures": figures, "memory": memory, "records": records}, indent=1))
+        print(f"\n{server}, {SEATS} arrivals one every {ARRIVAL_EVERY_S:g} s ({ready_line or f'up in {warm_s:.0f} s'}):\n"
+              f"{describe(figures)}\n  memory: server process peak {memory['server_peak_mb']:,.0f} MB "
+              f"({memory['server_before_mb']:,.0f} MB before the class); server and kernels peak "
+              f"{memory['tree_peak_mb']:,.0f} MB in {sampler.peak_kernels} kernels ({memory['before_class_mb']:,.0f} MB "
+              f"in {before['kernels']} before)", flush=True)
+        pages = asyncio.run(_browser_pages(srv.url, srv.port))
         log = srv.log()
-    results, failures = _outcome(results)
-    arrivals = sorted(r["first_from_arrival"] for r in results)
-    firsts = sorted(r["first_figure"] for r in results)
-    sliders = sorted(r["slider"] for r in results)
-    pooled = log.count("Using pre-heated kernel")
-    print(f"\nclassroom mode: {ready}; {warm_s:.0f} s from launch, {kernels_ready} kernels, "
-          f"{warmed_bytes / MB:,.0f} MB resident in all (RSS, shared pages counted per process). "
-          f"{len(results)} of {SESSIONS} sessions ok over {ARRIVAL_SECONDS} s, {CLASS_LOADING} loading at once, "
-          f"{pooled} served from the pool, all done in {all_done:.0f} s; from arrival to the first figure p50 "
-          f"{statistics.median(arrivals):.1f} s, p90 {_pct(arrivals, 90):.1f} s, max {arrivals[-1]:.1f} s; "
-          f"slider to new caption p50 {statistics.median(sliders) * 1000:.0f} ms, p90 "
-          f"{_pct(sliders, 90) * 1000:.0f} ms; from the page's own request (the harness's queue left out) p50 "
-          f"{statistics.median(firsts):.1f} s, p90 {_pct(firsts, 90):.1f} s; peak {sampler.peak_kernels} kernels, "
-          f"{sampler.peak_bytes / MB:,.0f} MB (targets for the report: p90 <= 5 s, slider p90 <= 300 ms)")
-    _assert_every_session_ok(results, failures)  # no "[anywidget] Failed to initialize" either
-    assert [r["limit"] for r in results] == [120_000] * SESSIONS  # the template's lift ran on every page
-    assert pooled >= SESSIONS, f"only {pooled} of {SESSIONS + 1} pages came from the warmed pool"
+    firsts = ", ".join(f"{r['first_figure']:.1f}" for r in pages)
+    page_sliders = ", ".join(f"{r['slider'] * 1000:.0f}" for r in pages)
+    print(f"  {BROWSER_PAGES} browser pages after the class: first figure {firsts} s, slider {page_sliders} ms")
+    assert figures["lost"] == 0, figures["errors"]
+    assert all(len(r["moves_s"]) == MOVES for r in records)
+    assert [(r["status"], r["errors"], r["outside"]) for r in pages] == [(200, [], [])] * BROWSER_PAGES
+    assert [r["limit"] for r in pages] == [120_000] * BROWSER_PAGES  # the template's anywidget lift ran
+    assert sampler.peak_server_bytes <= SERVER_BYTES_BOUND
+    assert sampler.peak_bytes <= before["tree"] + (SEATS + BROWSER_PAGES + 1) * KERNEL_BYTES_BOUND
+    if server == "classroom":  # every student's page came from a warmed kernel
+        assert log.count("Using pre-heated kernel") >= SEATS

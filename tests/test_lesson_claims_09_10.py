@@ -357,3 +357,50 @@ def test_09_says_no_more_than_it_shows():
     assert "running sum that each block adds to" not in prose
     assert "In a pre-norm model the stream is a plain running sum" in prose
     assert "this is a likely link to their finding, not a check of it" in prose
+
+
+def test_a_layer_matched_control_costs_little_too(heads):
+    """"five other heads drawn from the layers of the top five and the two above ... cost about as
+    little as five random ones" """
+    assert "A random head can sit in any layer, so a fairer control keeps the layers" in markdown_text(
+        "10_real_heads.ipynb")
+    (none,) = _floats(r"no head off:\s+([.\d]+)", heads)
+    (top,) = _floats(r"the top 5 induction heads off:\s+([.\d]+)", heads)
+    lo, hi = (int(v) for v in re.search(r"5 other heads of layers (\d+)-(\d+) off", heads).groups())
+    matched = _row(f"5 other heads of layers {lo}-{hi} off (5 draws):", heads)
+    randoms = _row("5 random other heads off (5 draws):", heads)
+    assert len(matched) == 5
+    assert max(matched) - none < (top - none) / 5
+    assert max(matched) - none < 2 * (max(randoms) - none)
+
+
+def test_the_best_copier_misses_the_top_percent_at_the_first_and_two_later_positions(heads):
+    """"the token sits in its top 1% at most positions (not at the first few positions of the second
+    copy, nor at two later ones)" """
+    m = re.search(r"best direct copier L\d+H\d+, rank of the attended token at each position:\n\s+([\d, ]+)\n", heads)
+    ranks = [int(r.replace(",", "")) for r in m.group(1).split()]
+    missed = [i for i, r in enumerate(ranks) if r >= 49_152 / 100]
+    assert missed[:3] == [0, 1, 2] and len(missed) == 5  # the first three, then two later ones
+    assert "logit units" in heads and "nats of logit" not in heads
+
+
+def test_07_to_12_wording_fixed_after_the_cold_read():
+    """Random weights are not called pretrained (07); the sink on [CLS] is not put down to
+    distillation (10); no literal backslash-n (09); a causal model has no built-in distance signal,
+    not no way to tell (09); Sun et al.'s example figure (09); heads are named LxHy (10); 09's layer
+    12 is said to be 10's L11; FlashAttention-4's rescaling is a third-party reading (11); 12 assumes 05."""
+    p07, p09, p10 = (markdown_text(n) for n in ("07_pitfalls.ipynb", "09_the_block.ipynb", "10_real_heads.ipynb"))
+    p11, p12 = markdown_text("11_long_context.ipynb"), markdown_text("12_capstone.ipynb")
+    assert "With *pretrained* weights, such as these" not in p07 and "random weights from `init_params`" in p07
+    assert "needs two such all-reduces, one after $W_O$ and one after the feed-forward block" in p07
+    assert "on top of giving every device all of" not in p07 and "costs nothing extra" in p07
+    assert "could\npartly make up" not in p07 and "gives exactly the right scores back" in p07
+    assert "the sink role went to [CLS]" not in p10 and "Why is not measured here." in p10
+    assert "fine-tuned to make sentence embeddings" in p09
+    assert "\\n" not in p09.replace("\\ne", "").replace("\\nabla", "")
+    assert "not how far back each one is" not in p09 and "no built-in signal of how far back" in p09
+    assert "up to about 100,000 times larger" in p09
+    assert "Heads are named LxHy: layer x, head y, both counted from 0" in p10
+    assert "the block that notebook 10 calls L11" in p09
+    assert "not from an official description by its authors" in p11 and "Modal (2025)" in p11
+    assert "or at least 01, 02, 03, 05" in p12

@@ -187,7 +187,8 @@ def gqa_divides_the_cache(kv_mha, kv_gqa, decode):
 
 @CLAIMS(
     r"Tiling removes the $N^2$ term from the *memory* that computing attention needs; the "
-    r"computation itself is still $2N^2 d_{model}$ multiply-accumulates per layer, as in 05.",
+    r"computation of the attention core itself is still $2N^2 d_{model}$ multiply-accumulates per layer, as in "
+    r"05, with the projections on top.",
     after="mha_cfg = MHAConfig(d_model=4096, n_heads=32)",
 )
 def tiling_keeps_the_n_squared_computation(mha_cfg):

@@ -251,8 +251,10 @@ def test_guidance_patterns_overview_and_the_demos_marks(page):
     # the demo: the marks and "demo input"
     page.locator(".mha-real-induction").click()
     expect(_caption(page)).to_contain_text("demo input", timeout=UPDATE_TIMEOUT_MS)
-    assert page.locator(".mha-real-sentence input").input_value() == ""
-    assert page.locator(".mha-real-sentence input").get_attribute("placeholder").startswith("demo input")
+    # the box keeps the reader's sentence; a note says what the demo changed, with the way back
+    assert page.locator(".mha-real-sentence input").input_value() != ""
+    expect(page.locator(".mha-real-demo-note")).to_contain_text("random tokens", timeout=UPDATE_TIMEOUT_MS)
+    expect(page.locator(".mha-real-back")).to_be_visible()
     expect(about).to_contain_text("where the repeat starts", timeout=UPDATE_TIMEOUT_MS)
     assert page.console_errors == []
 

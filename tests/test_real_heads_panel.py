@@ -295,12 +295,58 @@ def test_the_induction_demo_marks_the_repeat_and_says_demo_input(panel):
     assert panel.big_map.lines == [start, start + R.INDUCTION_PERIOD]
     assert panel.big_map.stripe[0] == [start + R.INDUCTION_PERIOD, start + 1]
     assert len(panel.big_map.stripe) == R.INDUCTION_PERIOD
-    assert panel.sentence.value == "" and panel.sentence.placeholder.startswith("demo input")
+    assert panel.sentence.value == R.EXAMPLE  # the box keeps the reader's sentence
     assert "demo input" in panel.label.value and "induction score" in panel.about.value
     assert "induction score" in panel.overview.title
+    # the page says what the demo changed, and offers the way back
+    note = panel.demo_note.value
+    assert "fake smollm2" in note and f"{R.INDUCTION_PERIOD} random tokens" in note and "your sentence" in note
+    assert panel.back.layout.display is None and "mha-active" in panel.induction._dom_classes
     panel.model.value = "minilm"  # no demo on this model: back to the reader's sentence
     assert panel.status.value == "" and panel.sentence.value == R.EXAMPLE and "animal" in panel.tokens_html.value
     assert panel.big_map.lines == [] and panel.big_map.stripe == []
+    assert panel.demo_note.value == "" and panel.back.layout.display == "none"
+    assert "mha-active" not in panel.induction._dom_classes
+
+
+def test_back_to_your_sentence_restores_the_model_and_the_sentence(panel):
+    panel.sentence.value = "my own words here"
+    panel.induction_demo()
+    assert panel.model.value == "smollm2" and panel.mode == "induction"
+    panel.back.click()
+    assert (panel.model.value, panel.mode, panel.sentence.value) == ("minilm", "sentence", "my own words here")
+    assert "fake minilm" in panel.label.value and "own" in panel.tokens_html.value and panel.status.value == ""
+
+
+def _lit(panel) -> list[str]:
+    return [n for n, b in panel.presets.items() if "mha-active" in b._dom_classes]
+
+
+def test_one_source_of_truth_for_the_head_shown(panel):
+    """Issue 34: a lit button, the overview and the caption follow the open head, whatever moved it."""
+    layer, head, _ = panel.show_pattern("first token")
+    assert _lit(panel) == ["first token"] and "highest first token score" in panel.about.value
+    panel.head.value = 5  # a slider moves away from the head the button found: the button goes out
+    assert _lit(panel) == [] and "highest" not in panel.about.value
+    assert panel.overview.current == [panel.layer.value, 5] and "first token score" in panel.overview.title
+    panel.head.value = head  # back on it: lit again
+    assert _lit(panel) == ["first token"]
+    panel.overview.picked = [1, 7]  # a click on the overview
+    assert _lit(panel) == [] and panel.overview.current == [1, 7]
+    panel.model.value = "smollm2"  # a model switch: lit only if the clamped head is the new model's best
+    found = panel.pattern_scores(*panel._view)
+    best = tuple(R.patterns.top_heads(found["first token"], 1)[0][:2])
+    assert (_lit(panel) == ["first token"]) == ((panel.layer.value, panel.head.value) == best)
+
+
+def test_a_disabled_button_is_never_lit_and_says_why_in_text(panel):
+    panel.show_pattern("'it' → animal")
+    assert _lit(panel) == ["'it' → animal"] and panel.find_note.value == ""
+    panel.sentence.value = "no such words here"  # the pattern cannot be measured on this sentence
+    assert panel.presets["'it' → animal"].disabled and _lit(panel) == []
+    assert 'needs the words \\"it\\" and \\"animal\\"' in panel.find_note.value.replace('"', '\\"')
+    # the overview says which score it now shows, and that is the pattern the panel holds
+    assert panel.pattern == "previous token" and "previous token score" in panel.overview.title
 
 
 def test_a_busy_sign_shows_while_a_model_runs(panel, load):

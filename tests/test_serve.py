@@ -205,7 +205,7 @@ def _pool_entry(rendered: bool):
 
 
 def test_warm_slots_hold_pooled_starts_until_one_finishes_warming():
-    km = kernels.BoundedKernelManager(warm_concurrency=1, refill_patience=0)
+    km = kernels.BoundedKernelManager(warm_concurrency=1)
     km._pools = {"dashboard.ipynb": [_pool_entry(rendered=False)]}
     assert km.warming() == 1 and km.warmed() == 0
 
@@ -221,18 +221,70 @@ def test_warm_slots_hold_pooled_starts_until_one_finishes_warming():
     assert km.warming() == 0 and km.warmed() == 1
 
 
-def test_a_refill_waits_for_busy_students_at_most_refill_patience():
-    km = kernels.BoundedKernelManager(warm_concurrency=2, refill_patience=0.6)
+class _Student:
+    """A kernel with a page connected, as the manager sees it."""
 
-    class Busy:
-        execution_state = "busy"
+    def __init__(self, state: str = "idle", seconds_ago: float = 60.0):
+        from datetime import datetime, timedelta, timezone
 
-    km._kernels["student"] = Busy()
+        self.execution_state = state
+        self.last_activity = datetime.now(timezone.utc) - timedelta(seconds=seconds_ago)
+
+
+def _with_student(km, student) -> None:
+    km._kernels["student"] = student
     km._kernel_connections["student"] = 1
-    t0 = asyncio.run(_timed(km._wait_for_a_warm_slot()))
-    assert 0.5 <= t0 < 3  # waited for the student, then gave up waiting after the patience
-    Busy.execution_state = "idle"
+
+
+def test_a_refill_waits_while_the_class_is_active_and_starts_when_quiet():
+    km = kernels.BoundedKernelManager(warm_concurrency=2, refill_quiet=0.6, refill_reserve=1)
+    km._pools = {"dashboard.ipynb": [_pool_entry(rendered=True)] * 3}  # 3 warmed: above the reserve
+    _with_student(km, _Student("busy"))
+
+    async def scenario():
+        waiter = asyncio.ensure_future(km._wait_for_a_warm_slot())
+        await asyncio.sleep(0.5)
+        held_busy = not waiter.done()
+        km._kernels["student"] = _Student("idle", seconds_ago=0)  # idle, but just sent something
+        await asyncio.sleep(0.3)
+        held_recent = not waiter.done()
+        t0 = asyncio.get_running_loop().time()
+        await asyncio.wait_for(waiter, 3)  # quiet once refill_quiet has passed
+        return held_busy, held_recent, asyncio.get_running_loop().time() - t0
+
+    held_busy, held_recent, waited = asyncio.run(scenario())
+    assert held_busy and held_recent and 0.1 < waited < 2
+    _with_student(km, _Student("idle", seconds_ago=60))  # a quiet class: no wait
     assert asyncio.run(_timed(km._wait_for_a_warm_slot())) < 0.2
+
+
+def test_a_refill_starts_at_once_when_the_pool_is_below_the_reserve():
+    km = kernels.BoundedKernelManager(warm_concurrency=2, refill_quiet=60, refill_reserve=2)
+    km._pools = {"dashboard.ipynb": [_pool_entry(rendered=True)]}  # 1 warmed, reserve 2
+    _with_student(km, _Student("busy"))
+    assert km._class_active()
+    assert asyncio.run(_timed(km._wait_for_a_warm_slot())) < 0.2
+
+
+def test_refills_waiting_count_towards_the_cap():
+    """A refill that waits for a quiet class holds its place under the cap: one more refill is
+    refused at once, not after the wait (when Voila might hand its failure to a visitor)."""
+    km = kernels.BoundedKernelManager(max_kernels=2, warm_concurrency=1, refill_quiet=60)
+    km._pools = {"dashboard.ipynb": [_pool_entry(rendered=True)] * 3}
+    _with_student(km, _Student("busy"))  # 1 kernel alive, the class active: refills wait
+    env = {"env": {"VOILA_PREHEAT": "True"}}
+
+    async def scenario():
+        first = asyncio.ensure_future(km.start_kernel(**env))
+        await asyncio.sleep(0.3)
+        with pytest.raises(kernels.KernelCapReached):
+            await asyncio.wait_for(km.start_kernel(**env), 1)
+        waiting = not first.done()
+        first.cancel()
+        return waiting
+
+    assert asyncio.run(scenario()) is True
+    assert km._deferred == 0 and km.refused == 1
 
 
 async def _timed(aw) -> float:
@@ -256,7 +308,8 @@ def test_ready_is_printed_once_when_every_seat_is_warm(capsys):
     assert out.count("Classroom ready: 2 of 2 seats warmed in") == 1
 
 
-@pytest.mark.parametrize(("trait", "value"), [("warm_concurrency", -1), ("refill_patience", -0.5)])
+@pytest.mark.parametrize(("trait", "value"), [("warm_concurrency", -1), ("refill_quiet", -0.5),
+                                                   ("refill_reserve", -1)])
 def test_classroom_settings_are_validated(trait, value):
     with pytest.raises(ValueError, match=trait):
         kernels.BoundedKernelManager(**{trait: value})

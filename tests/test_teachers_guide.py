@@ -179,7 +179,7 @@ def test_every_discussion_has_folded_answers():
     ("reuses the student's own", "students paste their own"),  # 12
     ("costs nothing in quality", "comparable with LayerNorm's"),  # 09
     ("arrow down opens an exercise", "a `###` heading a sub-slide (arrow down)"),  # the slides
-    ("hand it out after the class", "Both stay with the teacher"),  # the solutions
+    ("hand it out after the class", "All three stay with the teacher"),  # the solutions
 ])
 def test_a_wrong_answer_stays_fixed(gone, there):
     assert gone not in FLAT and there in FLAT
@@ -279,8 +279,9 @@ def test_the_release_holds_back_what_the_guide_says():
 
 def test_the_solutions_notebooks_cover_what_the_guide_says():
     """"solutions.ipynb solves the exercises of 00, 01, 02, 04, 07 and 12 ...; block_solutions.ipynb
-    solves 09's two exercises"."""
+    solves 09's two exercises; decoder_solutions.ipynb solves 13's two"."""
     assert "solves the exercises of 00, 01, 02, 04, 07 and 12" in FLAT and "solves 09's two exercises" in FLAT
+    assert "decoder_solutions.ipynb` solves 13's two" in FLAT
 
     def headings(name):
         cells = json.loads((REPO / "notebooks" / "solutions" / name).read_text())["cells"]
@@ -289,9 +290,10 @@ def test_the_solutions_notebooks_cover_what_the_guide_says():
     numbers = {h[3:5] for h in headings("solutions.ipynb") if re.match(r"## \d\d ", h)}
     assert numbers == {"00", "01", "02", "04", "07", "12"}
     assert headings("block_solutions.ipynb")[0].endswith("09_the_block")
+    assert "13_a_model_that_writes" in headings("decoder_solutions.ipynb")[0]
     lessons = {p.name[:2] for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")
                if "NotImplementedError" in p.read_text()}
-    assert lessons == numbers | {"09"}
+    assert lessons == numbers | {"09", "13"}
 
 
 def test_binder_fetches_the_models():

@@ -47,6 +47,8 @@ def test_writing_shows_one_row_per_new_token_with_the_chosen_heads_row():
     assert len(p.steps) == 5 and p.rows.value.count("mha-write-row") == 5
     assert (p.layer.max, p.head.max) == (2, 3)
     assert "4-bit quantised" in p.caption.value and f"at most {W.MAX_NEW_TOKENS} new tokens" in p.caption.value
+    # plain words, not the file format's jargon (issue 34): how the heads share keys and values
+    assert "Q4_1" not in p.caption.value and "keys and values" in p.caption.value and "stored in 4 bits" in p.caption.value
     assert plain_text(p.text.value) == "<s>onetwothreeonetwothreeonetwo"
     # head 0 of the fake is a previous-token head: the query before each new token is the last
     # token, so the strongest key of row k is token t-2 (the one before the query)

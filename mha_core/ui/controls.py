@@ -188,8 +188,12 @@ class Panel:
         return image, alt, box
 
     @staticmethod
-    def _set_alt(alt: widgets.HTML, text: str) -> None:
-        alt.value = f"<div aria-hidden='true'>{html.escape(text)}</div>"
+    def _set_alt(alt: widgets.HTML, text: str, **data: float) -> None:
+        """The figure's alt text; ``data``: facts about the figure for the browser tests, as data-
+        attributes (a chart's ``text_px``, its smallest text in CSS px at its own width, and
+        ``for_width``, the panel width it was drawn for: ``chart_size``)."""
+        attrs = "".join(f" data-{k.replace('_', '-')}='{v:g}'" for k, v in data.items())
+        alt.value = f"<div aria-hidden='true'{attrs}>{html.escape(text)}</div>"
 
     def _finish(self, box: widgets.VBox) -> widgets.VBox:
         """Name the panel's box for the page's CSS (``mha-panel``: stacks on small screens)."""

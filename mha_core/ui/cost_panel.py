@@ -6,12 +6,16 @@
 
 from __future__ import annotations
 
+import textwrap
+from functools import partial
+
 import ipywidgets as widgets
 import numpy as np
 
 from ..core.config import MHAConfig
 from ..core.counts import count_macs, count_params
 from ..core.validate import check_positive_int
+from .chart_size import ChartSize, PanelWidth, chart_size, redraw_for_width, smallest_text_px
 from .controls import (
     MAX_HEADS,
     PANEL_DPI,
@@ -112,10 +116,11 @@ class CostPanel(Panel):
         self.worked.add_class("mha-cost-worked")
         self.by_h = widgets.HTML()
         self.by_h.add_class("mha-cost-by-h")
-        self.plot = _CostPlot()
-        self.image.layout.width = f"{round(self.plot.fig.get_figwidth() * PANEL_DPI)}px"  # CSS px
+        self.plot = _CostPlot(chart_size(0, COST_ASPECT))
+        self.screen = PanelWidth()  # the page reports the panel's width: the chart is drawn for it
+        self.screen.observe(partial(redraw_for_width, self, _CostPlot, COST_ASPECT), names="width")
         self.widget = widgets.VBox([self._controls(widgets.HBox([self.d_model, self.h, self.N])), self.status, self.numbers,
-                                    widgets.HBox([figure, self.by_h]), self.worked])
+                                    widgets.HBox([figure, self.by_h]), self.worked, self.screen])
         self._finish(self.widget)
         self.refresh()
 
@@ -140,7 +145,9 @@ class CostPanel(Panel):
         self._set_alt(self.alt,
             f"Log-log plot of MACs per forward pass against sequence length N, d_model={d_model:,}: projections "
             f"(4 N d_model squared) grow linearly, attention (2 N squared d_model) quadratically, and they cross "
-            f"at N = {s['crossover']:,}. Marker at N = {N:,}: {m['total']:,} MACs, {regime}.")
+            f"at N = {s['crossover']:,}. Marker at N = {N:,}: {m['total']:,} MACs, {regime}.",
+            text_px=round(self.plot.text_px, 2), for_width=self.plot.size.for_width)
+        self.image.layout.width = f"{self.plot.size.width_px}px"  # with the picture drawn for it, in one go
         self.by_h.value = _by_h_html(s)
         rows = "".join(
             f"<tr><td>{n:,}</td><td>{mm['projections']:,}</td><td>{mm['attention']:,}</td><td>{mm['total']:,}</td>"
@@ -180,38 +187,47 @@ def _by_h_html(s: dict) -> str:
                               + "".join(rows) + "</table>", "counts against h table"))
 
 
+# The chart's height / width on a laptop (7.5 x 3.4 in).
+COST_ASPECT = 3.4 / 7.5
+
+
 class _CostPlot:
     """MACs against N (log-log) with the crossover marked; reused between slider moves.
 
     The curves depend only on d_model: they are drawn once per d_model and kept as a
     background. Moving N only pastes that background back and draws the marker (blitting).
+    ``size`` (``chart_size``): the figure's size and font, for the width of the screen.
     """
 
-    def __init__(self):
+    def __init__(self, size: ChartSize):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
         from matplotlib.ticker import LogLocator, NullLocator
 
-        self.fig = Figure(figsize=(7.5, 3.4), dpi=PANEL_DPI * PIXEL_RATIO)
+        self.size = size
+        font = size.font_pt
+        self.fig = Figure(figsize=(size.width_in, size.height_in), dpi=PANEL_DPI * PIXEL_RATIO, layout="constrained")
         FigureCanvasAgg(self.fig)
-        self.fig.subplots_adjust(left=0.1, right=0.98, bottom=0.15, top=0.9)
         ax = self.ax = self.fig.subplots()
         self.proj, = ax.plot([1, 2], [1, 2], label="projections 4 N d_model^2", color="#3b528b")
         self.attn, = ax.plot([1, 2], [1, 2], label="attention 2 N^2 d_model", color="#5ec962")
         self.total, = ax.plot([1, 2], [1, 2], label="total", color="#21918c", linestyle="--")
         self.cross = ax.axvline(1, color="gray", linestyle=":", label="crossover N = 2 d_model")
         self.marker, = ax.plot([1], [1], "o", color="#440154", label="this N", animated=True)
-        self.note = ax.text(0.98, 0.04, "", transform=ax.transAxes, ha="right", fontsize=10, animated=True)
+        self.note = ax.text(0.98, 0.04, "", transform=ax.transAxes, ha="right", fontsize=font, animated=True)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(min(COST_NS) / 1.2, max(COST_NS) * 1.2)
-        ax.set_xlabel("sequence length N")
-        ax.set_ylabel("MACs per forward pass")
-        ax.legend(fontsize=10, loc="upper left")
+        ax.set_xlabel("sequence length N", fontsize=font)
+        ax.set_ylabel("MACs per forward pass", fontsize=font)
+        ax.legend(fontsize=font, loc="upper left")
         for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_locator(LogLocator(base=10, numticks=8))
+            axis.set_major_locator(LogLocator(base=10, numticks=8 if size.width_px > 500 else 5))
             axis.set_minor_locator(NullLocator())
         plain_log_ticks(ax)
+        ax.tick_params(labelsize=font)
+        # a title line at most as long as the chart is wide (about 0.55 em a character)
+        self._title_chars = max(20, int(size.width_px / (font * PANEL_DPI / 72 * 0.55)))
         self._d_model = None
         self._background = None
         self.full_draws = 0
@@ -226,8 +242,9 @@ class _CostPlot:
             self.cross.set_xdata([s["crossover"], s["crossover"]])
             top = float((s["curve_proj"] + s["curve_attn"]).max())
             self.ax.set_ylim(float(s["curve_attn"].min()) / 2, top * 2)
-            self.ax.set_title(f"MACs against N (d_model={s['d_model']:,}; the same for every h), "
-                              f"crossover at N = {s['crossover']:,}", fontsize=10)
+            self.ax.set_title(textwrap.fill(f"MACs against N (d_model={s['d_model']:,}; the same for every h), "
+                                            f"crossover at N = {s['crossover']:,}", self._title_chars),
+                              fontsize=self.size.font_pt)
             self.fig.canvas.draw()  # the animated marker and note are left out
             self._background = self.fig.canvas.copy_from_bbox(self.fig.bbox)
             self._d_model = s["d_model"]
@@ -239,6 +256,11 @@ class _CostPlot:
         self.ax.draw_artist(self.marker)
         self.ax.draw_artist(self.note)
         return canvas_png(self.fig, draw=False)
+
+    @property
+    def text_px(self) -> float:
+        """The smallest text of the chart, in CSS px at its own width."""
+        return smallest_text_px(self.fig)
 
 
 def cost_panel(**kwargs) -> CostPanel:

@@ -172,7 +172,7 @@ class HeadExplorer(Panel):
         self.links = widgets.HTML()
         self.links.add_class("mha-heads-links")
         if renderer == "canvas":  # drawn in the browser: hover reads a weight, a click picks the query
-            self.figure = HeatmapGrid()
+            self.figure = HeatmapGrid(columns=2)  # at least two side by side: heads compared, even on a phone
             self.figure.observe(self._clicked, names="query")
         else:  # PNG drawn in the kernel (HeadGrid)
             self.grid = HeadGrid()
@@ -188,11 +188,13 @@ class HeadExplorer(Panel):
         self._finish(self.widget)
         self._labels: list[str] = []
         self._random_settings = (h, N, causal)  # restored when the weights go back to random
+        self._kind_note = ""  # what a switch of the weights moved (h, N), said once under the controls
         self._cache: dict[tuple, tuple[list[str], np.ndarray, str]] = {}
         self._shown: tuple | None = None  # (h, N, causal, kind) whose weights the canvas holds
         self.last: tuple[np.ndarray, list[str], str, int | None] | None = None
         if kind == "trained":
             self._to_kind("trained")
+            self._kind_note = ""  # the page opens on these settings: nothing moved
         self.refresh()
         if renderer == "png":
             # Frames for the other h values now (~0.1 s each, while the page loads; a preheated
@@ -216,6 +218,7 @@ class HeadExplorer(Panel):
         models, N stops at the toy task's length, and the causal mask is on and locked (the model
         was trained causally). Random: the earlier random settings come back."""
         available = trained_available()
+        before = (self.h.value, self.N.value)
         if kind == "trained" and available:
             self._random_settings = (self.h.value, self.N.value, self.causal.value)
             longest = toy_task().n
@@ -234,6 +237,13 @@ class HeadExplorer(Panel):
                 self.causal.disabled = False
                 self.causal.tooltip = CAUSAL_TIP
                 self.causal.value = causal
+        # a switch that moves h or N says so where the reader looks (under the controls)
+        moved = [f"{name} is now {new} (was {old})" for name, old, new in
+                 (("h", before[0], self.h.value), ("N", before[1], self.N.value)) if old != new]
+        self._kind_note = ("" if not moved else
+                           f"{' and '.join(moved)}: the {'toy task has' if kind == 'trained' else 'random layer reads'} "
+                           f"{'that many tokens' if kind == 'trained' else 'the sentence'}"
+                           f"{'' if kind == 'trained' else ' with the settings it had before'}.")
 
     def _set_n_range(self, top: int, value: int) -> None:
         """N's slider to ``[2, top]`` at ``value``, without a redraw in between."""
@@ -283,10 +293,14 @@ class HeadExplorer(Panel):
         else:
             self.figure.show(weights, labels, title=title, query=q)
             self._shown = (h, N, causal, kind)
+        self.causal.description = f"causal mask: {'on' if causal or kind == 'trained' else 'off'}"
+        self.causal.icon = "check" if causal or kind == "trained" else ""
+        note, self._kind_note = self._kind_note, ""
         self.caption.value = (
-            ("<div class='mha-heads-task'>" + html.escape(toy_task_line()) + "</div>" if kind == "trained" else "")
-            + "Each row is one query token; its attention weights sum to 1. Hover a cell for its weight; click a row to "
-            f"pick that query.<details class='mha-spec'><summary>exact setting</summary><span class='mha-heads-title'>"
+            (f"<p class='mha-heads-moved' role='status'>{html.escape(note)}</p>" if note else "")
+            + ("<div class='mha-heads-task'>" + html.escape(toy_task_line()) + "</div>" if kind == "trained" else "")
+            + "Each row is one query token; its attention weights sum to 1. Point at or tap a square for its weight; "
+            f"click or tap a row to pick that query.<details class='mha-spec'><summary>exact setting</summary><span class='mha-heads-title'>"
             f"{html.escape(full)}</span></details>")
         self.links.value = ""
 

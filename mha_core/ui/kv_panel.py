@@ -7,11 +7,14 @@ n_kv moves (blitting).
 
 from __future__ import annotations
 
+from functools import partial
+
 import ipywidgets as widgets
 import numpy as np
 
 from ..core.config import MHAConfig
 from ..core.counts import kv_cache_bytes
+from .chart_size import ChartSize, PanelWidth, chart_size, redraw_for_width, smallest_text_px
 from .controls import (
     PANEL_DPI,
     PIXEL_RATIO,
@@ -98,10 +101,12 @@ class KVCachePanel(Panel):
         self.numbers = widgets.HTML()
         self.numbers.add_class("mha-kv-numbers")
         self.image, self.alt, figure = self._figure("image")
-        self.plot = _KVPlot()
-        self.image.layout.width = f"{round(self.plot.fig.get_figwidth() * PANEL_DPI)}px"  # CSS px
+        self.plot = _KVPlot(chart_size(0, KV_ASPECT))
+        self.screen = PanelWidth()  # the page reports the panel's width: the chart is drawn for it
+        self.screen.observe(partial(redraw_for_width, self, _KVPlot, KV_ASPECT), names="width")
         self.widget = widgets.VBox([self._controls(widgets.HBox([self.model, self.dtype]),
-                                                   widgets.HBox([self.n_kv, self.context])), self.status, self.numbers, figure])
+                                                   widgets.HBox([self.n_kv, self.context])), self.status, self.numbers,
+                                    figure, self.screen])
         self._finish(self.widget)
         self.refresh()
 
@@ -135,7 +140,12 @@ class KVCachePanel(Panel):
         self._set_alt(self.alt,
             f"Bar chart of the KV cache in GiB for every n_kv of the {model} model at {n_tokens:,} tokens, {dtype}: "
             f"from {sizes[1] / 2**30:,.2f} GiB at n_kv=1 (MQA) to {sizes[s['h']] / 2**30:,.2f} GiB at n_kv={s['h']} (MHA). "
-            f"Highlighted: n_kv={n_kv}, {s['bytes'] / 2**30:,.2f} GiB.")
+            f"Highlighted: n_kv={n_kv}, {s['bytes'] / 2**30:,.2f} GiB.", text_px=round(self.plot.text_px, 2), for_width=self.plot.size.for_width)
+        self.image.layout.width = f"{self.plot.size.width_px}px"  # with the picture drawn for it, in one go
+
+
+# The chart's height / width on a laptop (7 x 2.8 in).
+KV_ASPECT = 2.8 / 7
 
 
 class _KVPlot:
@@ -143,15 +153,16 @@ class _KVPlot:
 
     The bars depend on (model, context, dtype) and are drawn once per setting; moving n_kv only
     redraws the highlighted bar on top of the kept background (blitting).
+    ``size`` (``chart_size``): the figure's size and font, for the width of the screen.
     """
 
-    def __init__(self):
+    def __init__(self, size: ChartSize):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        self.fig = Figure(figsize=(7, 2.8), dpi=PANEL_DPI * PIXEL_RATIO)
+        self.size = size
+        self.fig = Figure(figsize=(size.width_in, size.height_in), dpi=PANEL_DPI * PIXEL_RATIO, layout="constrained")
         FigureCanvasAgg(self.fig)
-        self.fig.subplots_adjust(left=0.09, right=0.99, bottom=0.17, top=0.9)
         self.ax = self.fig.subplots()
         self._key = None
         self._background = None
@@ -170,12 +181,18 @@ class _KVPlot:
             gib = [b / 2**30 for _, b in s["all"]]
             bars = ax.bar([str(k) for k in ks], gib, color="#3b528b")
             self._bars = dict(zip(ks, bars, strict=True))
-            ax.set_xlabel("key/value heads n_kv (left: MQA, right: MHA)")
-            ax.set_ylabel("KV cache (GiB)")
-            ax.set_title(f"KV cache at {s['n_tokens']:,} tokens, {s['dtype']}: {s['model']}", fontsize=10)
+            font = self.size.font_pt
+            narrow = self.size.width_px < 500
+            ax.set_xlabel("n_kv (left: MQA, right: MHA)" if narrow else "key/value heads n_kv (left: MQA, right: MHA)",
+                          fontsize=font)
+            ax.set_ylabel("KV cache (GiB)", fontsize=font)
+            ax.set_title(f"KV cache at {s['n_tokens']:,} tokens, {s['dtype']}:" + ("\n" if narrow else " ")
+                         + s["model"], fontsize=font)
+            ax.tick_params(labelsize=font)
             top = max(gib)
             for i, g in enumerate(gib):
-                ax.text(i, g + top * 0.02, f"{g:.2f}", ha="center", fontsize=10)
+                ax.text(i, g + top * 0.02, f"{g:.2f}" if g < 10 or not narrow else f"{g:.0f}", ha="center",
+                        fontsize=font)
             ax.set_ylim(0, top * 1.15)
             self.highlight = ax.add_patch(Rectangle((0, 0), 1, 1, color="#fde725", animated=True))
             self.fig.canvas.draw()
@@ -187,6 +204,11 @@ class _KVPlot:
         self.highlight.set_bounds(bar.get_x(), 0, bar.get_width(), bar.get_height())
         ax.draw_artist(self.highlight)
         return canvas_png(self.fig, draw=False)
+
+    @property
+    def text_px(self) -> float:
+        """The smallest text of the chart, in CSS px at its own width."""
+        return smallest_text_px(self.fig)
 
 
 def kv_cache_panel(**kwargs) -> KVCachePanel:

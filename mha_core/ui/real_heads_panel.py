@@ -185,6 +185,14 @@ class RealHeadsPanel(Panel):
                                                 "jump to its strongest induction head")
         self.induction.add_class("mha-real-induction")
         self.induction.on_click(lambda _b: self.induction_demo())
+        # in the demo: what it changed, and a way back to the model and sentence from before it
+        self.demo_note = widgets.HTML()
+        self.demo_note.add_class("mha-real-demo-note")
+        self.back = widgets.Button(description="back to your sentence", icon="undo",
+                                   layout=widgets.Layout(display="none"))
+        self.back.add_class("mha-real-back")
+        self.back.on_click(lambda _b: self.leave_demo())
+        self._before_demo: str | None = None  # the model shown before the demo
         self.presets = {}
         for name in PATTERNS:
             button = widgets.Button(description=name, tooltip=f"open the head with the highest {name} score")
@@ -209,18 +217,22 @@ class RealHeadsPanel(Panel):
         self.thumbs.add_class("mha-real-thumbs")
         self.thumbs.observe(self._thumb_picked, names="picked")
         find = widgets.HTML("<span class='mha-real-find'>find a head that looks at:</span>")
-        side = widgets.Layout(flex="0 1 auto", max_width="min(100%, 48em)", margin="0 24px 0 0")  # map | overview
+        # why a button is disabled, in words on the page (a tooltip never shows on touch)
+        self.find_note = widgets.HTML()
+        self.find_note.add_class("mha-real-find-note")
+        side = widgets.Layout(flex="0 1 auto", max_width="min(100%, 36em)", margin="0 24px 0 0")  # map | overview
         wrap = widgets.Layout(flex_flow="row wrap")
         # the controls stay in view while the maps they drive scroll past (not the write mode below)
+        maps = widgets.HBox([widgets.VBox([self.big_map, self.about], layout=side), self.overview],
+                            layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start"))
+        maps.add_class("mha-real-maps")  # a phone shows the caption and the maps before the controls
         heads = widgets.VBox([
             self._controls(widgets.HBox([self.model, self.sentence, self.run, self.example], layout=wrap),
-                           widgets.HBox([self.layer, self.head, self.induction], layout=wrap),
-                           widgets.HBox([find, *self.presets.values()], layout=wrap)),
-            self.status, self.busy, self.label, self.tokens_html,
-            widgets.HBox([widgets.VBox([self.big_map, self.about], layout=side), self.overview],
-                         layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start")),
-            self.thumbs,
+                           widgets.HBox([self.layer, self.head, self.induction, self.back], layout=wrap),
+                           widgets.HBox([find, *self.presets.values()], layout=wrap), self.find_note),
+            self.status, self.busy, self.demo_note, self.label, maps, self.tokens_html, self.thumbs,
         ])
+        heads.add_class("mha-real-heads")
         self.writer = WritePanel(load=self._load)  # the "write" mode: SmolLM2 adds tokens one at a time
         self.widget = widgets.VBox([heads, self.writer.widget])
         self._finish(self.widget)  # mha-real-panel, mha-panel: the page's small-screen layout
@@ -266,13 +278,25 @@ class RealHeadsPanel(Panel):
             self.refresh()
 
     def _leave_demo(self) -> None:
-        """Back from the induction demo's input to the reader's sentence (an emptied box gets it back)."""
+        """Back from the induction demo's input to the reader's sentence (the box still holds it)."""
         if self.mode == "induction":
             self.mode = "sentence"
             with self._quiet():
                 self.sentence.placeholder = "type a sentence"
                 if not self.sentence.value.strip():
                     self.sentence.value = self._typed
+
+    def leave_demo(self) -> None:
+        """"back to your sentence": the model and the sentence shown before the induction demo."""
+        if self.mode != "induction":
+            return
+        self._leave_demo()
+        if self._before_demo is not None and self._before_demo != self.model.value:
+            with self._quiet():
+                self.model.value = self._before_demo
+                m = self.get_model(self._before_demo)
+                self._set_limits(m.n_layers, m.n_heads)
+        self.refresh()
 
     @contextlib.contextmanager
     def _working(self, what: str):
@@ -408,14 +432,11 @@ class RealHeadsPanel(Panel):
             self.show_error(str(err))
             return None
         with self._quiet():
+            if self.mode != "induction":  # what "back to your sentence" returns to
+                self._typed, self._before_demo = self.sentence.value, self.model.value
             self.model.value = model_name
             self._set_limits(*scores.shape)
             self.layer.value, self.head.value = best[0], best[1]
-            if self.mode != "induction":  # the box says "demo input" in place of the sentence
-                self._typed = self.sentence.value
-            self.sentence.value = ""
-            self.sentence.placeholder = (f"demo input: {INDUCTION_PERIOD} random tokens, then the same again "
-                                         "(type a sentence to leave the demo)")
         self.mode = "induction"
         self.pattern = INDUCTION
         self.refresh()
@@ -500,7 +521,7 @@ class RealHeadsPanel(Panel):
                         f"(mean share of attention on the token after the earlier occurrence)")
         else:
             labels, weights = self.forward(model, sentence)
-            what = f"your sentence, {len(labels)} tokens"
+            what = f"{'the example' if sentence == EXAMPLE else 'your'} sentence, {len(labels)} tokens"
 
             def of_head(ly: int, hd: int) -> str:
                 return ""
@@ -520,18 +541,34 @@ class RealHeadsPanel(Panel):
         self._thumbs(view, fkey, layer, head)
         self._big(view, layer, head)
         found = self.pattern_scores(fkey, labels, weights)
+        # one source of truth: the overview is coloured by `self.pattern` (a score this input has), and a
+        # button is lit only while the open head is the one it finds
+        self.pattern = next(p for p in (self.pattern, "previous token", "first token") if p in found)
+        top = tuple(int(i) for i in patterns.top_heads(found[self.pattern], 1)[0][:2])
+        at_top = top == (layer, head)
         self._show_overview(fkey, found, view.short, layer, head)
-        self.about.value = _about(found, layer, head, self.mode == "induction", self.pattern)
+        self.about.value = _about(found, layer, head, self.mode == "induction", self.pattern, at_top)
+        missing = [name for name in self.presets if name not in found]
         for name, button in self.presets.items():
-            button.disabled = name not in found
-            (button.add_class if name == self.pattern else button.remove_class)("mha-active")  # the pattern shown
+            button.disabled = name in missing
+            lit = at_top and name == self.pattern and not button.disabled
+            (button.add_class if lit else button.remove_class)("mha-active")
             button.tooltip = (f"open the head with the highest {name} score" if name in found
                               else 'needs the words "it" and "animal" in the sentence (try the example sentence)')
+        lit = at_top and self.mode == "induction" and self.pattern == INDUCTION
+        (self.induction.add_class if lit else self.induction.remove_class)("mha-active")
+        self.find_note.value = ("" if not missing else
+                                f"<p class='mha-real-find-why'>{html.escape(', '.join(missing))}: needs the words "
+                                "\"it\" and \"animal\" in the sentence (the example sentence has both).</p>")
+        demo = self.mode == "induction"
+        self.back.layout.display = None if demo else "none"
+        self.demo_note.value = "" if not demo else _demo_note(m, MODELS.get(self._before_demo or model, model),
+                                                              switched=(self._before_demo or model) != model)
         weights_said = weights_note(m)
         short = (f"<b>{html.escape(view.short.split(',')[0])}</b>, "
                  f"{'real' if model in SHIPPED else 'your own'} parameters, "
                  f"{quantised_words(m) if m.quantised else 'not quantised'} &middot; <b>layer {layer}</b> of {n_layers}"
-                 f" &middot; <b>head {head}</b> of {h}"
+                 f" (0&ndash;{n_layers - 1}) &middot; <b>head {head}</b> of {h} (0&ndash;{h - 1})"
                  + (f" &middot; demo input, induction score {scores[layer, head]:.2f}" if self.mode == "induction" else ""))
         self.label.value = (
             f"<div class='mha-real-caption'>{short}<details class='mha-spec'><summary>exact setting</summary>"
@@ -545,26 +582,29 @@ class RealHeadsPanel(Panel):
 
     def _show_overview(self, fkey: tuple, found: dict[str, np.ndarray], short: str, layer: int, head: int) -> None:
         """The layers x heads overview of the current pattern's score; only the outline moves with the head."""
-        pattern = self.pattern if self.pattern in found else "previous token"
+        pattern = self.pattern  # _render made it a score of this input
         if (fkey, pattern) != getattr(self, "_overview_shows", None):
             self.overview.show(np.clip(found[pattern], 0, 1), current=(layer, head), what=f"{pattern} score",
                                title=f"Every layer and head of {short}, coloured by its {pattern} score "
-                                     "(dark = 0, yellow = 1; point at a square for its score). The outlined "
-                                     "square is the head shown; click another to open it.")
+                                     "(dark = 0, yellow = 1). The outlined square is the head "
+                                     "open above; tap or click another to open it.")
             self._overview_shows = (fkey, pattern)
         else:
             self.overview.current = [layer, head]
 
 
-def _about(found: dict[str, np.ndarray], layer: int, head: int, demo: bool, chosen: str = "") -> str:
+def _about(found: dict[str, np.ndarray], layer: int, head: int, demo: bool, chosen: str = "",
+           top: bool = False) -> str:
     """One sentence under the map: the chosen head's pattern, with its score (or that it has none);
-    and the score of the pattern the reader ``chosen`` to find heads by, when that is another."""
+    the score of the pattern the overview is coloured by (``chosen``), when that is another; and,
+    when ``top``, that this head has the highest ``chosen`` score of all."""
     scores = {name: float(found[name][layer, head]) for name in found}
+    best = f" It has the highest {chosen} score of every layer and head." if top and chosen in scores else ""
     if demo:
         s = scores[INDUCTION]
         return (f"<p class='mha-real-about-text'>Layer {layer}, head {head}: induction score {s:.2f}, "
                 f"{INDUCTION_MEANING}. Dashed lines: where the repeat starts; orange squares: the stripe an "
-                f"induction head lights up (each token of the repeat looking at the token after its first copy).</p>")
+                f"induction head lights up (each token of the repeat looking at the token after its first copy).{best}</p>")
     name = max(scores, key=scores.get)
     does = {"previous token": "mostly looks at the previous token", "first token": "mostly looks at the first token",
             "itself": "mostly looks at each token itself",
@@ -573,10 +613,22 @@ def _about(found: dict[str, np.ndarray], layer: int, head: int, demo: bool, chos
             if chosen in PATTERNS and chosen in scores and chosen != name else "")
     if scores[name] >= CLEAR_SCORE:
         return (f"<p class='mha-real-about-text'>Layer {layer}, head {head} {does}: "
-                f"{name} score {scores[name]:.2f} ({PATTERNS[name]}).{also}</p>")
+                f"{name} score {scores[name]:.2f} ({PATTERNS[name]}).{also}{best}</p>")
     listed = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
     return (f"<p class='mha-real-about-text'>Layer {layer}, head {head} shows none of the measured patterns clearly "
-            f"(scores: {listed}); its attention is spread or follows something else.</p>")
+            f"(scores: {listed}); its attention is spread or follows something else.{best}</p>")
+
+
+def _demo_note(m, before: str, *, switched: bool) -> str:
+    """What the induction demo changed, said on the page: the model ``m`` it runs on (when it
+    ``switched`` to it from ``before``), its input, and the way back."""
+    name = html.escape(m.label.split(" (")[0])
+    model = (f"the model is now <b>{name}</b>, one that writes (an induction head reads left to right), and its "
+             if switched else f"<b>{name}</b>'s ")
+    back = html.escape(before.split(" (")[0]) + " and " if switched else ""
+    return (f"<p class='mha-real-demo-text' role='status'><b>Induction demo:</b> {model}input is {INDUCTION_PERIOD} "
+            f"random tokens followed by the same {INDUCTION_PERIOD} again, in place of your sentence. "
+            f"<b>back to your sentence</b> returns to {back}your sentence.</p>")
 
 
 def _alt(what: str, labels: list[str], w: np.ndarray) -> str:

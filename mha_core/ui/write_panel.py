@@ -64,10 +64,10 @@ def row_html(tokens: list[str], weights: np.ndarray, new: str, step: int) -> str
         style = (f"background:rgba({SHADE_RGB[0]},{SHADE_RGB[1]},{SHADE_RGB[2]},{alpha:.2f});"
                  f"color:{'#fff' if alpha > 0.5 else 'inherit'}") if alpha >= MIN_ALPHA else ""
         spans.append(f"<span class='mha-write-key' title='{i}: {_escape(tok)} ({float(w):.3f})' "
-                     f"style='{style};white-space:pre'>{_escape(tok)}</span>")
+                     f"style='{style};white-space:pre-wrap'>{_escape(tok)}</span>")
     summary = (f"new token {step}, {_escape(new)}: most weight on token {k}, {_escape(tokens[k])} "
                f"({float(weights[k]):.2f})")
-    return (f"<div class='mha-write-row' role='listitem' aria-label='{summary}'>"
+    return (f"<div class='mha-write-row' role='listitem' aria-label='{summary}' style='overflow-wrap:anywhere'>"
             f"<b class='mha-write-new'>{step}. <code>{_escape(new)}</code></b> &larr; "
             f"<span class='mha-write-keys' aria-hidden='true'>{''.join(spans)}</span></div>")
 
@@ -90,9 +90,10 @@ class WritePanel:
         self.prompt.add_class("mha-write-prompt")
         self.length = GuardedIntSlider(value=DEFAULT_NEW_TOKENS, min=1, max=MAX_NEW_TOKENS, description="new tokens",
                                        continuous_update=False, on_invalid=self._refused)
-        self.layer = GuardedIntSlider(value=0, min=0, max=0, description="layer", continuous_update=False,
+        # named apart from the maps' layer and head above: these choose the rows' head only
+        self.layer = GuardedIntSlider(value=0, min=0, max=0, description="rows' layer", continuous_update=False,
                                       on_invalid=self._refused)
-        self.head = GuardedIntSlider(value=0, min=0, max=0, description="head", continuous_update=False,
+        self.head = GuardedIntSlider(value=0, min=0, max=0, description="rows' head", continuous_update=False,
                                      on_invalid=self._refused)
         for slider, css in ((self.length, "mha-write-length"), (self.layer, "mha-write-layer"),
                             (self.head, "mha-write-head")):
@@ -197,10 +198,12 @@ class WritePanel:
         tokens = m.tokens(np.asarray(ids, dtype=np.int64))
         n_prompt = len(self.prompt_ids)
         self.caption.value = (
-            f"<div class='mha-write-caption-text'><b>{html.escape(m.label)}</b>: real pretrained parameters, "
-            f"<b>{('4-bit quantised' if self.model_name == MODEL else 'quantised') if m.quantised else 'float32'}</b>. Greedy decoding with the KV cache, at most {MAX_NEW_TOKENS} new tokens. "
+            f"<div class='mha-write-caption-text'><b>{html.escape(m.label.split(' (')[0])}</b>: real pretrained "
+            f"parameters, {_stored(m, self.model_name == MODEL)}; {_heads_share(m)}. It picks the likeliest next "
+            f"token each time and keeps the keys and values it has computed (the KV cache), at most {MAX_NEW_TOKENS} "
+            "new tokens. "
             f"Each row: a new token, and where <b>layer {layer}, head {head}</b> looked while choosing it "
-            f"(darker = more weight; hover a token for its exact weight).</div>")
+            f"(darker = more weight; with a mouse, point at a token for its exact weight).</div>")
         written = "".join(f"<mark class='mha-write-token'>{_escape(t)}</mark>" for t in tokens[n_prompt:])
         self.text.value = (f"<div class='mha-write-output' style='white-space:pre-wrap'>"
                            f"{''.join(_escape(t) for t in tokens[:n_prompt])}{written}</div>")
@@ -215,5 +218,21 @@ def _heading(name: str) -> str:
     name = html.escape(name)
     return (f"<h3>Write: watch {name} add tokens</h3><p class='mha-write-intro'>{name}, the model that "
             "writes, continues the prompt one token at a time. Press <b>write</b>: the text appears below, "
-            "and under it one row per new token, showing where the chosen layer and head looked while "
-            "choosing it.</p>")
+            "and under it one row per new token, showing where one head looked while choosing it. That head "
+            "is chosen by this part's own <b>rows' layer</b> and <b>rows' head</b>, apart from the maps' layer "
+            "and head above.</p>")
+
+
+def _stored(m, four_bit: bool) -> str:
+    """How the parameters of ``m`` are stored, in plain words (not the file format's names)."""
+    if not m.quantised:
+        return "<b>float32</b> (stored as they were trained)"
+    bits = "4-bit quantised</b> (each stored in 4 bits" if four_bit else "quantised</b> (stored in fewer bits"
+    return f"<b>{bits}, rounded coarsely to make the file small)"
+
+
+def _heads_share(m) -> str:
+    """How the heads of ``m`` share keys and values, in plain words."""
+    if m.n_kv_heads < m.n_heads:
+        return f"its {m.n_heads} query heads share {m.n_kv_heads} sets of keys and values"
+    return f"each of its {m.n_heads} heads has its own keys and values"

@@ -6,14 +6,16 @@
 // gamma (colour = weight ** gamma), alt (the figure's description), tile and max_tile (px of one
 // map: 12 px a token between the two), lines and stripe (marks: see draw).
 //
-// Pointer: hovering a cell (or tapping it, for 1.5 s) shows "head i: query q 'tok' -> key k 'tok' = weight"; clicking a
+// Pointer: hovering a cell (or tapping it, for 1.5 s; a scroll closes it) shows "head i: query q 'tok' -> key k 'tok' = weight"; clicking a
 // row selects that query (sets `query`, the kernel answers with the outlined row).
 // Keyboard: each head is a tab stop; arrow keys move a cell cursor (announced through an
 // aria-live region), Enter or Space selects the cursor's row as the query, Escape clears it.
 
-// Sizes in CSS px at --mha-scale 1: 64 px left of a map for the query labels, 56 px below it
-// for the (rotated) key labels, 4 px above it; labels at least 11 px apart, in an 11 px font.
-const LEFT_PX = 64, BOTTOM_PX = 56, TOP_PX = 4, LABEL_PX = 11;
+// Sizes in CSS px at --mha-scale 1: at least 64 px left of a map for the query labels and 56 px
+// below it for the (rotated) key labels, more when the longest label needs it (measured, so no
+// label is cut at the canvas's edge; one longer than MAX_LABEL_PX ends in "…"); 4 px above it;
+// labels at least 11 px apart, in an 11 px font.
+const LEFT_PX = 64, BOTTOM_PX = 56, TOP_PX = 4, LABEL_PX = 11, MAX_LABEL_PX = 120;
 const FONT_PX = 11;
 // The page may ask for larger maps (a projector): the CSS variable --mha-scale (1 by default)
 // multiplies every size above, and the canvases are redrawn at that size, never stretched.
@@ -54,6 +56,7 @@ function render({ model, el }) {
   let W = new Float32Array(0);
   let cursor = [0, 0];
   let drawnScale = 1, drawnSide = 0;  // --mha-scale and a map's side at the last build
+  let drawnLeft = LEFT_PX, drawnBottom = BOTTOM_PX, shown = [];  // label room (CSS px) and the labels drawn
 
   function weight(head, q, k) {
     const n = model.get("n");
@@ -99,7 +102,7 @@ function render({ model, el }) {
     const want = Math.min(Math.max(model.get("tile"), n * 12), Math.max(model.get("tile"), model.get("max_tile"))) * k;
     const cols = Math.max(1, model.get("columns"));
     const width = frame() ? frame().clientWidth : 0;
-    const room = (width - 12 - (cols - 1) * GAP_PX) / cols - LEFT_PX * k - 4;
+    const room = (width - 12 - (cols - 1) * GAP_PX) / cols - drawnLeft - 4;
     if (width <= 0) { return Math.round(want); }  // not laid out yet: the ResizeObserver below redraws
     const least = model.get("columns") > 0 ? MIN_SMALL_PX : model.get("tile") * k;
     return Math.round(Math.min(want, Math.max(room, least)));
@@ -112,12 +115,29 @@ function render({ model, el }) {
     return parseFloat(getComputedStyle(el).getPropertyValue("--mha-scale")) || 1;
   }
 
-  // Draws at the scale and side of the last build (drawnScale, drawnSide), which cellAt reads too.
+  // The labels as drawn, each at most MAX_LABEL_PX (x scale) wide, and the room they need on the
+  // left and below the map: measured in the labels' font, so none is cut at the canvas's edge.
+  function measureLabels(k) {
+    const ctx = document.createElement("canvas").getContext("2d");
+    ctx.font = `${FONT_PX * k}px sans-serif`;
+    const most = MAX_LABEL_PX * k;
+    shown = model.get("labels").map((t) => {
+      if (ctx.measureText(t).width <= most) { return t; }
+      let cut = t;
+      while (cut.length > 1 && ctx.measureText(cut + "…").width > most) { cut = cut.slice(0, -1); }
+      return cut + "…";
+    });
+    const widest = shown.reduce((w, t) => Math.max(w, ctx.measureText(t).width), 0);
+    drawnLeft = Math.ceil(Math.max(LEFT_PX * k, widest + 8 * k));
+    drawnBottom = Math.ceil(Math.max(BOTTOM_PX * k, widest + 8 * k));
+  }
+
+  // Draws at the scale, side and label room of the last build, which cellAt reads too.
   function drawHead(canvas, head) {
     const n = model.get("n");
-    const labels = model.get("labels");
+    const labels = shown;
     const k = drawnScale, S = drawnSide;
-    const LEFT = LEFT_PX * k, BOTTOM = BOTTOM_PX * k, TOP = TOP_PX * k;
+    const LEFT = drawnLeft, BOTTOM = drawnBottom, TOP = TOP_PX * k;
     const lut = lutOf(model);
     const gamma = model.get("gamma");
     const query = model.get("query");
@@ -192,7 +212,7 @@ function render({ model, el }) {
     const r = canvas.getBoundingClientRect();
     const n = model.get("n");
     const S = drawnSide;
-    const x = event.clientX - r.left - LEFT_PX * drawnScale, y = event.clientY - r.top - TOP_PX * drawnScale;
+    const x = event.clientX - r.left - drawnLeft, y = event.clientY - r.top - TOP_PX * drawnScale;
     if (x < 0 || y < 0 || x >= S || y >= S) { return null; }
     return [Math.min(n - 1, Math.floor((y / S) * n)), Math.min(n - 1, Math.floor((x / S) * n))];
   }
@@ -231,7 +251,7 @@ function render({ model, el }) {
   function relabel() {
     const h = model.get("h");
     grid.querySelectorAll("figcaption").forEach((cap, head) => {
-      cap.style.paddingLeft = LEFT_PX * drawnScale + "px";
+      cap.style.paddingLeft = drawnLeft + "px";
       cap.textContent = name(head);
     });
     grid.querySelectorAll("canvas").forEach((canvas, head) => {
@@ -243,6 +263,7 @@ function render({ model, el }) {
   function build() {
     W = floats(model);
     drawnScale = scale();
+    measureLabels(drawnScale);
     drawnSide = side(model.get("n"), drawnScale);
     const h = model.get("h");
     title.textContent = model.get("title");
@@ -266,7 +287,7 @@ function render({ model, el }) {
         canvas.addEventListener("pointerleave", (e) => { if (e.pointerType !== "touch") { hideTip(); } });
         // a tap: the tip reads the tapped cell, then closes by itself (no mouseleave comes on touch)
         canvas.addEventListener("pointerup", (e) => {
-          if (e.pointerType !== "touch") { return; }
+          if (e.pointerType !== "touch" || model.get("pick_head")) { return; }
           const c = cellAt(canvas, e);
           if (c) { showTip(describe(head, c[0], c[1]), canvas, e); }
           clearTimeout(hideTimer);
@@ -311,6 +332,8 @@ function render({ model, el }) {
       drawHead(canvas, head);
     });
     el.dataset.labelPx = String(FONT_PX * drawnScale);  // the token labels' font size (the tests read it)
+    el.dataset.labelLeft = String(drawnLeft);  // the room left of and below the maps for them
+    el.dataset.labelBottom = String(drawnBottom);
     el.dataset.drawn = String((Number(el.dataset.drawn) || 0) + 1);
   }
 
@@ -324,6 +347,8 @@ function render({ model, el }) {
     if (k !== drawnScale || side(model.get("n"), k) !== drawnSide) { build(); }
   };
   window.addEventListener("resize", onResize);
+  // a tip never stays over what scrolls under it (the page may scroll inside a box: capture every scroll)
+  document.addEventListener("scroll", hideTip, { capture: true, passive: true });
   const watcher = new ResizeObserver(onResize);
   requestAnimationFrame(() => { if (frame()) { watcher.observe(frame()); } });
   model.on("change:weights", build);
@@ -333,7 +358,11 @@ function render({ model, el }) {
   model.on("change:lut", drawLegend);
   // a click sets `query` here first, so the kernel's answer may change only the description
   model.on("change:alt", () => { desc.textContent = model.get("alt"); });
-  return () => { window.removeEventListener("resize", onResize); watcher.disconnect(); };
+  return () => {
+    window.removeEventListener("resize", onResize);
+    document.removeEventListener("scroll", hideTip, { capture: true });
+    watcher.disconnect();
+  };
 }
 
 export default { render };

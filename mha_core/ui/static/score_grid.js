@@ -1,7 +1,8 @@
 // The real-model panel's overview (mha_core/ui/score_grid.py, an anywidget): one square per
 // (layer, head), coloured by a score in [0, 1]; the open head outlined. A click, or Enter on the
 // square the arrow keys moved to, sets `picked` = [layer, head]. The grid is one tab stop; the
-// square under the pointer or the keyboard cursor is read out in an aria-live line.
+// square under the pointer or the keyboard cursor is read out in a line under the grid; with
+// neither, that line reads the open head, so it never describes a head that is no longer open.
 // The squares are built once per `scores`; a new `current`, an arrow key or a blur only moves an
 // outline (mark), so "only the outline moves" with the head costs one class, not a rebuild.
 
@@ -29,6 +30,15 @@ function render({ model, el }) {
   function say(layer, head) {
     const s = S[layer * model.get("heads") + head];
     return `layer ${layer}, head ${head}: ${model.get("what")} ${s.toFixed(2)}`;
+  }
+
+  // the line under the grid: the open head, unless the pointer or the keyboard cursor is on a square
+  // (a new `current` may come a moment before the scores it belongs to: the build then says it)
+  function sayOpen() {
+    const [l, h] = model.get("current");
+    const H = model.get("heads");
+    const known = h < H && l * H + h < S.length && S.length === model.get("layers") * H;
+    if (known) { tip.textContent = `open: ${say(l, h)}`; }
   }
 
   function pick(layer, head) {
@@ -64,8 +74,7 @@ function render({ model, el }) {
     grid.style.gridTemplateColumns = `auto repeat(${H}, auto)`;
     const corner = document.createElement("div");
     corner.className = "mha-scoregrid-axis";
-    corner.textContent = "layer\\head";
-    corner.style.fontSize = "10px";
+    corner.textContent = "layer \\\nhead";  // two short lines: 12 heads fit a phone
     grid.append(corner);
     for (let h = 0; h < H; h++) {
       const d = document.createElement("div");
@@ -90,7 +99,7 @@ function render({ model, el }) {
       }
     }
     mark("mha-current", ...model.get("current"));
-    if (cursor) { mark("mha-cursor", ...cursor); }
+    if (cursor) { mark("mha-cursor", ...cursor); } else { sayOpen(); }
     el.dataset.drawn = String((Number(el.dataset.drawn) || 0) + 1);
   }
 
@@ -99,6 +108,7 @@ function render({ model, el }) {
     const at = cellOf(e.target);
     if (at) { tip.textContent = say(...at); }
   });
+  grid.addEventListener("pointerleave", () => { if (!cursor) { sayOpen(); } });
   grid.addEventListener("click", (e) => {
     const at = cellOf(e.target);
     if (at) { pick(...at); }
@@ -119,12 +129,12 @@ function render({ model, el }) {
     }
     e.preventDefault();
   });
-  grid.addEventListener("blur", () => { cursor = null; mark("mha-cursor"); });
+  grid.addEventListener("blur", () => { cursor = null; mark("mha-cursor"); sayOpen(); });
 
   build();
   model.on("change:scores", build);
   model.on("change:title", titles);
-  model.on("change:current", () => { mark("mha-current", ...model.get("current")); });
+  model.on("change:current", () => { mark("mha-current", ...model.get("current")); if (!cursor) { sayOpen(); } });
 }
 
 export default { render };

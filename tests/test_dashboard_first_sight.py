@@ -1,0 +1,346 @@
+"""The dashboard at first sight (issue 34), in a real browser: a phone (390 x 844, touch), a laptop
+(1366 x 900) and a projector (1920 x 1080), against Voila with the real models (``make models``).
+
+What a first visit found, and what defends each fix here:
+  - the first screen holds a real head's map, under one sentence that says what it is and what to do;
+  - the lit "find a head" button, the overview's colouring, outline and line, the caption and the map
+    agree after every action that moves the head (slider, overview click, thumbnail click, model
+    switch, new sentence, induction demo and back); a disabled button is never lit and says why in text;
+  - nothing is cut off (buttons, labels, readouts, token labels of the maps), nothing scrolls sideways;
+  - a tap on a small map or an overview square leaves the opened map in view, and no tip behind;
+  - the projector: text at least 24 px, maps' labels at least 24 px; at 150 % and 200 % browser zoom
+    the control bar scrolls away instead of covering the maps;
+  - the cost and KV charts' text is at least 10 CSS px at 390 and 20 at 1920, as shown;
+  - the induction demo says what it changed and gives the model and the sentence back;
+  - section 2 says when a switch moves N, shows the mask on or off in words, compares heads two a row
+    on a phone; the write panel's rows fit a phone and its caption is in plain words.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from dashboard_server import set_int, voila_server
+from playwright.sync_api import expect
+
+from mha_core.models import load, patterns
+from mha_core.ui import real_heads_panel as R
+
+pytestmark = pytest.mark.browser
+
+LOAD_TIMEOUT_MS = 180_000  # a kernel runs the whole notebook (MiniLM once) before the page comes
+UPDATE_TIMEOUT_MS = 30_000  # a first SmolLM2 forward pass on a busy 2-core machine
+BIG = ".mha-real-big.mha-heatmap[data-drawn] canvas"
+SCREENS = {"phone": (390, 844, True), "laptop": (1366, 900, False), "projector": (1920, 1080, False)}
+
+
+@pytest.fixture(scope="module")
+def server():
+    for name in ("minilm", "smollm2"):
+        load(name)  # raises with a message naming `make models`
+    with voila_server("--preheat_kernel=True", "--pool_size=1") as srv:
+        yield srv
+
+
+def _open(browser, server, screen: str, size: tuple[int, int] | None = None):
+    """A new page on ``screen`` (a phone has touch), loaded until the maps and charts are drawn."""
+    w, h, touch = SCREENS[screen]
+    w, h = size or (w, h)
+    ctx = browser.new_context(viewport={"width": w, "height": h}, has_touch=touch, is_mobile=touch)
+    page = ctx.new_page()
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and page.errors.append(m.text))
+    page.goto(server.url, timeout=LOAD_TIMEOUT_MS)
+    page.wait_for_selector(BIG, timeout=LOAD_TIMEOUT_MS)
+    page.wait_for_selector("img.mha-kv-image[src^='blob:']", timeout=LOAD_TIMEOUT_MS)
+    # the page reports each chart panel's width and the kernel redraws the chart for it: wait until
+    # every chart fits its panel and its description has followed (the same two readings 300 ms apart)
+    page.wait_for_function(CHARTS_SETTLED, polling=300, timeout=UPDATE_TIMEOUT_MS)
+    return page
+
+
+# Every chart drawn for the width its panel reported (chart_size.PanelWidth's data-width, the
+# description's data-for-width), and the panel's width no longer moving.
+CHARTS_SETTLED = """() => [...document.querySelectorAll('.mha-figure')].every(f => {
+  const panel = f.closest('.mha-panel'), told = panel.querySelector('[data-width]'), d = f.querySelector('[data-for-width]');
+  return told && d && d.dataset.forWidth === told.dataset.width
+    && Math.abs(Number(told.dataset.width) - panel.clientWidth) < 8;
+})"""
+
+
+def _close(page) -> None:
+    assert page.errors == []
+    page.context.close()
+
+
+# -- the first screen, nothing cut off, text sizes -------------------------------------------------
+
+FIRST_SCREEN = """() => {
+  const r = document.querySelector('.mha-real-big canvas').getBoundingClientRect();
+  const lead = document.querySelector('.mha-lead').getBoundingClientRect();
+  const seen = Math.min(r.bottom, innerHeight) - Math.max(r.top, 0);
+  const h = [...document.querySelectorAll('h1, h2')].map(e => e.textContent.trim());
+  const model = document.querySelector('.mha-real-model select'), canvas = document.querySelector('.mha-real-big canvas');
+  return {top: r.top, height: r.height, seen, lead: [lead.top, lead.bottom], headings: h.slice(0, 2),
+          leadText: document.querySelector('.mha-lead').innerText,
+          controlsFirst: !!(model.compareDocumentPosition(canvas) & Node.DOCUMENT_POSITION_FOLLOWING)};
+}"""
+
+CUT_OFF = """() => {
+  const boxes = '.mha-panel button, .mha-panel .widget-label, .mha-panel .widget-readout, .mha-panel select, '
+    + '.mha-panel .widget-toggle-button';
+  const cut = [...document.querySelectorAll(boxes)].filter(e => e.getClientRects().length)
+    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.trim().slice(0, 40));
+  const page = document.getElementById('rendered_cells') || document.scrollingElement;
+  return {cut, sideways: page.scrollWidth > page.clientWidth + 1};
+}"""
+
+# The token labels of every drawn map, measured here in the labels' font, against the room the map
+# left for them (heatmap.js right-aligns them 4 px left of the map, and rotates them below it).
+LABELS_FIT = """(css) => {
+  const el = document.querySelector(css);
+  const labels = [...document.querySelectorAll('.mha-real-tokens code')].map(c => c.textContent.replace(/^\\d+:/, ''));
+  const ctx = document.createElement('canvas').getContext('2d');
+  ctx.font = `${el.dataset.labelPx}px sans-serif`;
+  const widest = Math.max(...labels.map(t => ctx.measureText(t).width));
+  return {widest, left: Number(el.dataset.labelLeft), bottom: Number(el.dataset.labelBottom), n: labels.length};
+}"""
+
+# Each chart's smallest text as shown: drawn at data-text-px CSS px for the chart's own width
+# (chart_size), times the width it is shown at over that width.
+CHART_TEXT = """() => [...document.querySelectorAll('.mha-figure')].map(f => {
+  const img = f.querySelector('img'), d = f.querySelector('[data-text-px]');
+  return {name: img.className.match(/mha-\\w+-image/)[0], px: Number(d.dataset.textPx),
+          shown: img.getBoundingClientRect().width, own: parseFloat(img.style.width)};
+})"""
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_the_first_screen_holds_a_real_map_and_nothing_is_cut_off(browser, server, screen):
+    page = _open(browser, server, screen)
+    first = page.evaluate(FIRST_SCREEN)
+    # the map is on the first screen: at least 300 px of it, and at least half of it
+    assert first["top"] < page.viewport_size["height"] and first["seen"] >= min(300, first["height"]), first
+    assert first["seen"] >= 0.5 * first["height"], first
+    # one sentence above it says what it is and what to do; the headings and the keyboard order stay
+    assert first["lead"][1] <= first["top"] and first["leadText"].count(". ") <= 1, first
+    assert "tap or click" in first["leadText"] and "head" in first["leadText"]
+    assert first["headings"][0].startswith("Multi-head attention") and first["headings"][1].startswith("1. Real heads")
+    assert first["controlsFirst"], "the model picker comes before the map in the keyboard's order"
+    cut = page.evaluate(CUT_OFF)
+    assert cut == {"cut": [], "sideways": False}, cut
+    fit = page.evaluate(LABELS_FIT, ".mha-real-big")
+    assert fit["widest"] <= fit["left"] - 4 and fit["widest"] <= fit["bottom"] - 4, fit
+    charts = page.evaluate(CHART_TEXT)
+    assert {c["name"] for c in charts} == {"mha-cost-image", "mha-kv-image"}
+    least = 20 if screen == "projector" else 10
+    for c in charts:
+        assert c["px"] * c["shown"] / c["own"] >= least, charts
+    _close(page)
+
+
+def test_the_projector_text_is_for_the_back_row(browser, server):
+    page = _open(browser, server, "projector")
+    sizes = page.evaluate("""() => {
+      const px = (css) => [...document.querySelectorAll(css)].filter(e => e.getClientRects().length && e.textContent.trim())
+        .map(e => parseFloat(getComputedStyle(e).fontSize));
+      return {prose: px('.jp-RenderedHTMLCommon p'), controls: px('.mha-panel button, .mha-panel .widget-label, .mha-panel .widget-readout'),
+              captions: px('.mha-real-caption, .mha-real-about-text, .mha-scoregrid-title, .mha-scoregrid-axis, .mha-scoregrid-head'),
+              maps: [...document.querySelectorAll('.mha-heatmap[data-label-px]')].map(e => Number(e.dataset.labelPx))};
+    }""")
+    for kind, values in sizes.items():
+        assert values and min(values) >= 24, (kind, sorted(set(values))[:5])
+    # the big map grows with the screen: more than a quarter of its width, beside the overview
+    big = page.locator(BIG).bounding_box()
+    overview = page.locator(".mha-real-overview .mha-scoregrid-grid").bounding_box()
+    assert big["width"] >= 0.3 * 1920 and overview["x"] >= big["x"] + big["width"], (big, overview)
+    _close(page)
+
+
+@pytest.mark.parametrize("zoom", [1.5, 2.0])
+def test_at_browser_zoom_the_control_bar_never_covers_the_maps(browser, server, zoom):
+    """150 % and 200 % zoom on a 1920 x 1080 projector: the page is laid out for 1280 x 720 and
+    960 x 540 CSS px; the control bar is not pinned there, so it scrolls away with its panel."""
+    page = _open(browser, server, "laptop", (round(1920 / zoom), round(1080 / zoom)))
+    assert page.evaluate("getComputedStyle(document.querySelector('.mha-real-panel .mha-controls')).position") != "sticky"
+    page.locator(BIG).scroll_into_view_if_needed()
+    bar = page.locator(".mha-real-panel .mha-controls").first.bounding_box()
+    big = page.locator(BIG).bounding_box()
+    assert bar["y"] + bar["height"] <= big["y"] or bar["y"] >= big["y"] + big["height"], (bar, big)
+    _close(page)
+
+
+# -- one source of truth ---------------------------------------------------------------------------
+
+STATE = """() => {
+  const cap = document.querySelector('.mha-real-caption').innerText;
+  const cur = document.querySelector('.mha-real-overview .mha-scoregrid-cell.mha-current');
+  const lit = [...document.querySelectorAll('.mha-real-preset.mha-active, .mha-real-induction.mha-active')]
+    .map(b => ({name: b.textContent.trim(), disabled: b.disabled}));
+  return {layer: Number(cap.match(/layer (\\d+)\\s+of/)[1]), head: Number(cap.match(/head (\\d+)\\s+of/)[1]),
+          model: cap.split(',')[0].trim(), outlined: [Number(cur.dataset.layer), Number(cur.dataset.head)],
+          map: document.querySelector('.mha-real-big canvas').getAttribute('aria-label'),
+          line: document.querySelector('.mha-real-overview .mha-scoregrid-tip').textContent,
+          title: document.querySelector('.mha-real-overview .mha-scoregrid-title').textContent,
+          about: document.querySelector('.mha-real-about').innerText, lit,
+          why: (document.querySelector('.mha-real-find-note') || {innerText: ''}).innerText};
+}"""
+
+
+def _scores(model_name: str, sentence: str | None) -> dict[str, np.ndarray]:
+    """Each pattern's (layers, h) scores, computed here from the model (the page is not asked)."""
+    model = load(model_name)
+    if sentence is None:  # the induction demo's input, as the panel builds it
+        before, after = R._wrapping(model)
+        ids = patterns.repeated_tokens(np.random.default_rng(R.INDUCTION_SEED), np.arange(*R.INDUCTION_IDS),
+                                       R.INDUCTION_PERIOD, prefix=before)
+        ids = np.concatenate([ids, np.asarray(after, dtype=np.int64)])
+        w = model.attention(ids)
+        return {"induction": patterns.induction_score(w, R.INDUCTION_PERIOD, start=len(before))}
+    ids = model.encode(sentence)
+    w = model.attention(ids)  # (layers, h, N, N)
+    labels = model.tokens(ids)
+    found = {"previous token": patterns.previous_token_score(w), "first token": patterns.key_score(w, [0]),
+             "itself": patterns.self_token_score(w)}
+    it, animal = patterns.token_positions(labels, R.IT_TOKENS), patterns.token_positions(labels, R.ANIMAL_TOKENS)
+    if it and animal:
+        found["'it' → animal"] = patterns.key_score(w, animal, queries=it)
+    return found
+
+
+def _agrees(page, scores: dict[str, np.ndarray]) -> dict:
+    """Wait for the page to settle, then check that everything names the same head and score.
+    The mouse goes off the overview first: under the pointer, its line reads the square pointed at."""
+    page.mouse.move(1, 1)
+    page.wait_for_timeout(300)
+    s = page.evaluate(STATE)
+    where = (s["layer"], s["head"])
+    assert tuple(s["outlined"]) == where, s  # the overview's outline
+    assert s["map"].startswith(f"layer {where[0]}, head {where[1]},"), s  # the big map
+    assert s["line"].startswith(f"open: layer {where[0]}, head {where[1]}:"), s  # the line under the overview
+    shown = re.search(r"coloured by its (.+?) score", s["title"]).group(1)  # the overview's colouring
+    assert f"{shown} score" in s["line"], s
+    best = tuple(int(i) for i in patterns.top_heads(scores[shown], 1)[0][:2])
+    names = [b["name"] for b in s["lit"]]
+    assert not any(b["disabled"] for b in s["lit"]), s  # a disabled button is never lit
+    expected = ([] if where != best else ["induction demo"] if shown == "induction" else [shown])
+    assert names == expected, (s, best)  # lit exactly when the open head is the one the button finds
+    assert (f"It has the highest {shown} score" in s["about"]) == (where == best), s
+    return s
+
+
+def test_the_buttons_overview_caption_and_map_agree_after_every_action(browser, server):
+    page = _open(browser, server, "laptop")
+    example = _scores("minilm", R.EXAMPLE)
+    s = _agrees(page, example)
+    assert [b["name"] for b in s["lit"]] == ["'it' → animal"]  # it opens on the head that button finds
+    set_int(page, ".mha-real-head", (s["head"] + 1) % 12, UPDATE_TIMEOUT_MS)  # a slider
+    assert _agrees(page, example)["lit"] == []
+    page.locator(".mha-real-preset", has_text="previous token").click()  # a button
+    expect(page.locator(".mha-real-about")).to_contain_text("highest previous token", timeout=UPDATE_TIMEOUT_MS)
+    _agrees(page, example)
+    page.locator(".mha-real-overview .mha-scoregrid-cell[data-layer='5'][data-head='10']").click()  # the overview
+    expect(page.locator(".mha-real-caption")).to_contain_text("head 10 of", timeout=UPDATE_TIMEOUT_MS)
+    _agrees(page, example)
+    page.locator(".mha-real-thumbs canvas").nth(2).click()  # a small map
+    expect(page.locator(".mha-real-caption")).to_contain_text("head 2 of", timeout=UPDATE_TIMEOUT_MS)
+    _agrees(page, example)
+    page.locator(".mha-real-model select").select_option(label=R.MODELS["smollm2"])  # a model switch
+    expect(page.locator(".mha-real-caption")).to_contain_text("SmolLM2", timeout=UPDATE_TIMEOUT_MS)
+    _agrees(page, _scores("smollm2", R.EXAMPLE))
+    page.locator(".mha-real-preset", has_text="first token").click()
+    expect(page.locator(".mha-real-about")).to_contain_text("highest first token", timeout=UPDATE_TIMEOUT_MS)
+    own = "My sister said she would come later."  # a new sentence, without "it" and "animal"
+    box = page.locator(".mha-real-sentence input")
+    box.fill(own)
+    box.press("Enter")
+    expect(page.locator(".mha-real-tokens")).to_contain_text("sister", timeout=UPDATE_TIMEOUT_MS)
+    s = _agrees(page, _scores("smollm2", own))
+    expect(page.locator(".mha-real-preset", has_text="animal")).to_be_disabled()
+    assert '"it" and "animal"' in s["why"] and page.locator(".mha-real-find-note").is_visible()  # why, in text
+    page.locator(".mha-real-induction").click()  # the demo
+    expect(page.locator(".mha-real-caption")).to_contain_text("induction", timeout=UPDATE_TIMEOUT_MS)
+    s = _agrees(page, {**_scores("smollm2", None)})
+    assert [b["name"] for b in s["lit"]] == ["induction demo"]
+    note = page.locator(".mha-real-demo-note")
+    expect(note).to_contain_text("SmolLM2")
+    expect(note).to_contain_text(f"{R.INDUCTION_PERIOD} random tokens")
+    page.locator(".mha-real-back").click()  # and back: the model and the sentence from before the demo
+    expect(page.locator(".mha-real-tokens")).to_contain_text("sister", timeout=UPDATE_TIMEOUT_MS)
+    assert box.input_value() == own and "SmolLM2" in page.locator(".mha-real-caption").inner_text()
+    expect(page.locator(".mha-real-back")).to_be_hidden()
+    _agrees(page, _scores("smollm2", own))
+    _close(page)
+
+
+# -- touch -----------------------------------------------------------------------------------------
+
+def _in_view(page, css: str) -> bool:
+    return page.evaluate("""(css) => { const r = document.querySelector(css).getBoundingClientRect();
+      return r.top >= 0 && r.top < innerHeight && r.bottom > 0; }""", css)
+
+
+def test_a_tap_brings_the_opened_map_into_view_at_390(browser, server):
+    page = _open(browser, server, "phone")
+    # the overview's squares are targets of at least 24 x 24 CSS px (WCAG 2.5.8)
+    cell = page.locator(".mha-real-overview .mha-scoregrid-cell").first.bounding_box()
+    assert cell["width"] >= 24 and cell["height"] >= 24, cell
+    for target, head in ((".mha-real-thumbs canvas >> nth=4", 4),
+                         (".mha-real-overview .mha-scoregrid-cell[data-layer='1'][data-head='7']", 7)):
+        page.locator(target).scroll_into_view_if_needed()
+        assert not _in_view(page, BIG)  # the big map is far above, off the screen
+        page.locator(target).tap()
+        expect(page.locator(".mha-real-caption")).to_contain_text(f"head {head} of", timeout=UPDATE_TIMEOUT_MS)
+        page.wait_for_timeout(800)  # the smooth scroll
+        assert _in_view(page, BIG), f"after a tap on {target} the opened map is out of view"
+        tips = page.evaluate("""() => [...document.querySelectorAll('.mha-heatmap-tip')]
+          .filter(t => getComputedStyle(t).visibility !== 'hidden').map(t => t.textContent)""")
+        assert tips == [], tips  # no tip left lying over a map
+    # the words say "tap" where a finger is the pointer: no hover-only instruction in the panel
+    text = page.locator(".mha-real-panel").inner_text() + page.locator(".mha-lead").inner_text()
+    assert "hover" not in text.lower() and "point at a square" not in text
+    _close(page)
+
+
+def test_the_write_panel_fits_a_phone_in_plain_words(browser, server):
+    page = _open(browser, server, "phone")
+    run = page.locator(".mha-write-run")
+    run.scroll_into_view_if_needed()
+    run.tap()
+    expect(page.locator(".mha-write-row")).to_have_count(12, timeout=UPDATE_TIMEOUT_MS * 2)
+    expect(run).to_be_enabled(timeout=UPDATE_TIMEOUT_MS)
+    wide = page.evaluate("""() => { const panel = document.querySelector('.mha-write-panel').getBoundingClientRect();
+      return [...document.querySelectorAll('.mha-write-row, .mha-write-row *')]
+        .filter(e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right > panel.right + 1)
+        .map(e => e.textContent.slice(0, 30)); }""")
+    assert wide == [], wide  # every row wraps inside the panel: nothing cut, nothing to swipe
+    caption = page.locator(".mha-write-caption").inner_text()
+    assert "Q4_1" not in caption and "Q8_0" not in caption and "share" in caption
+    labels = page.locator(".mha-write-panel .widget-label").all_inner_texts()
+    assert "rows' layer" in labels and "rows' head" in labels and "layer" not in labels
+    assert page.locator(".mha-write-rows").is_visible() and page.errors == []
+    _close(page)
+
+
+def test_section_2_says_what_changes_and_compares_heads_at_390(browser, server):
+    page = _open(browser, server, "phone")
+    causal = page.locator(".mha-heads-causal")
+    expect(causal).to_have_text(re.compile("causal mask: on"))  # the toy model's mask, locked on
+    n_before = page.locator(".mha-heads-N .widget-readout").inner_text()
+    page.locator(".mha-heads-kind button", has_text="random").tap()
+    expect(page.locator(".mha-heads-caption")).to_contain_text("RANDOM", timeout=UPDATE_TIMEOUT_MS)
+    n_after = page.locator(".mha-heads-N .widget-readout").inner_text()
+    assert n_after != n_before
+    expect(page.locator(".mha-heads-moved")).to_contain_text(f"N is now {n_after} (was {n_before})")
+    expect(causal).to_have_text(re.compile("causal mask: off"))
+    causal.tap()
+    expect(causal).to_have_text(re.compile("causal mask: on"), timeout=UPDATE_TIMEOUT_MS)
+    assert "mod-active" in causal.get_attribute("class")
+    # the heads side by side: the first two maps on one row
+    tops = page.evaluate("""() => [...document.querySelectorAll('.mha-heads-figure canvas')].slice(0, 2)
+      .map(c => c.getBoundingClientRect().top)""")
+    assert len(tops) == 2 and abs(tops[0] - tops[1]) < 1, tops
+    _close(page)
