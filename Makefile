@@ -237,14 +237,15 @@ check-notebooks: notebooks  ## after editing a lesson: re-execute, then strict n
 # The course as a static site (scripts/build_site.py; docs/site.md):
 # build/site/ from the committed executed notebooks, KaTeX and every asset bundled (no CDN).
 # Only the notebooks with widgets are run again, in memory, for their widget state.
-# For students by default: no solutions, no teacher's guide (its answers). FOR=teachers puts them in.
+# For students by default: no solutions, no teacher's guide (its answers). FOR=teachers puts them in,
+# in build/site-teachers/, so that it can never overwrite the students' build/site/.
 # SITE_ARGS="--binder https://mybinder.org/v2/gh/OWNER/REPO/HEAD": every lesson links to Binder.
 FOR ?= students
 SITE_ARGS ?=
-site: $(STAMP) $(KATEX)  ## the course as a static site for students in build/site/ (FOR=teachers: with solutions and the guide)
+site: $(STAMP) $(KATEX)  ## the course as a static site for students in build/site/ (FOR=teachers: with solutions and the guide, in build/site-teachers/)
 	@case "$(FOR)" in students|teachers) ;; *) echo "FOR must be students or teachers, got '$(FOR)'"; exit 2;; esac
 	-@$(MAKE) --no-print-directory $(MODELS_STAMP)
-	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/build_site.py --out build/site $(if $(filter teachers,$(FOR)),--for-teachers) $(SITE_ARGS)
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python scripts/build_site.py --out build/site$(if $(filter teachers,$(FOR)),-teachers --for-teachers) $(SITE_ARGS)
 
 # Hand out, collect, grade (scripts/coursework.py; docs/teachers_guide.md, "Hand out, collect, grade"):
 # the students' copy of the course in nbgrader's format (no solutions, no guide, exercises as stubs

@@ -2,6 +2,8 @@
 
     python scripts/build_site.py [--out build/site] [--binder URL] [--for-teachers]   (make site)
 
+The teachers' build (--for-teachers) defaults to build/site-teachers/, so it never empties the students' one.
+
 Why nbconvert with a template of our own (site/templates/mha-site), not Jupyter Book 2 / MyST:
 nbconvert is already installed with JupyterLab and needs no network at build time, it renders
 the committed executed notebooks as they are (every number on a page is a stored output), and
@@ -522,8 +524,9 @@ def build(out: Path, log=print, *, binder: str | None = None, for_teachers: bool
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "site",
-                        help="output folder, emptied first (default: build/site)")
+    parser.add_argument("--out", type=Path,
+                        help="output folder, emptied first (default: build/site, or build/site-teachers "
+                             "with --for-teachers, so that one build never overwrites the other)")
     parser.add_argument("--binder", metavar="URL",
                         help="the repository's Binder URL, e.g. https://mybinder.org/v2/gh/OWNER/REPO/HEAD: "
                              "every lesson then links to its notebook on Binder")
@@ -531,6 +534,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="put in the solutions and the teacher's guide with its answers "
                              "(the default site, for students, has neither)")
     args = parser.parse_args(argv)
+    args.out = args.out or ROOT / "build" / ("site-teachers" if args.for_teachers else "site")
     build(args.out, binder=args.binder, for_teachers=args.for_teachers)
     print(f"serve it with: python -m http.server --bind 127.0.0.1 --directory {args.out} 8000")
     return 0
