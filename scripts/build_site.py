@@ -65,6 +65,7 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 SITE_TITLE = "Multi-head attention, taught in NumPy"
 KERNEL_NOTE = "run this notebook to move it"
 RUN_IT = "index.html#Run-it-yourself"  # the home page's section on running the course
+DEFAULT_OUT = {False: ROOT / "build" / "site", True: ROOT / "build" / "site-teachers"}  # by --for-teachers
 SOLUTIONS_NOTE = "index.html#Solutions"  # on a students' site: where the solutions are given out
 NO_SOLUTIONS = ("The worked solutions are not on this site: your teacher gives them out, after "
                 "you have tried the exercises. Each exercise's checker tells you when your answer "
@@ -534,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="put in the solutions and the teacher's guide with its answers "
                              "(the default site, for students, has neither)")
     args = parser.parse_args(argv)
-    args.out = args.out or ROOT / "build" / ("site-teachers" if args.for_teachers else "site")
+    args.out = args.out or DEFAULT_OUT[args.for_teachers]
     build(args.out, binder=args.binder, for_teachers=args.for_teachers)
     print(f"serve it with: python -m http.server --bind 127.0.0.1 --directory {args.out} 8000")
     return 0
