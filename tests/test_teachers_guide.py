@@ -394,7 +394,7 @@ def test_the_plans_say_what_they_leave_out():
     """The 90-minute plan lists what it drops; the second session no longer claims all the core,
     nor objectives it does not teach, nor homework that the session then teaches."""
     assert "The plan follows the core paths above" not in FLAT
-    assert "it leaves out 00 §7 (the residual stream), 02 §3, 08 §1-§3 and §7" in FLAT
+    assert "it leaves out 00 §7 (the residual stream), 02 §3, 03 §4, 08 §1-§3 and §7" in FLAT
     assert "covers the rest of the course's core" not in FLAT
     assert "feed-forward layer, RoPE)" not in FLAT and "and what one map does not" not in FLAT
     assert "run 10's write cell (§4) on the teacher's machine now" not in FLAT
@@ -402,7 +402,7 @@ def test_the_plans_say_what_they_leave_out():
     second = " ".join(w for _, _, w in _rows("second session"))
     session_one_homework = FLAT[FLAT.index("### Two sessions"):FLAT.index("**Learning objectives of the second")]
     assert all(f"**{nb} " in second for nb in ("04", "06", "07")) and "04" in first
-    assert "but its homework is only 00 §7, 01 §4 and exercise (b), 02 §3 and 05 §1-3" in session_one_homework
+    assert "but its homework is only 00 §7, 01 §4 and exercise (b), 02 §3, 03 §4, 08 §1-§3 and §5-§7, and 05 §1-3" in session_one_homework
     assert "the rest of the 90-minute plan" not in FLAT  # the 60-minute homework is listed
 
 
