@@ -201,6 +201,8 @@ class StaticWidgets:
                     f'src="data:image/{_esc(s["format"])};base64,{data}">')
         if name == "OutputModel":
             return f'<div class="{_esc(classes)}">{"".join(_output_html(o) for o in s["outputs"])}</div>'
+        if name == "AnyModel" and model["state"].get("_anywidget_id") == "mha_core.ui.chart_size.PanelWidth":
+            return ""  # invisible: it reports the panel's width to the kernel, and a site has no kernel
         if name == "AnyModel":
             return self._heatmap(model, classes)
         if name in self.CONTROLS:
