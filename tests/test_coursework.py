@@ -100,18 +100,23 @@ def _solution_cells() -> tuple[dict, dict]:
     answers = {ex.answer for ex in coursework.exercises()}
     calls, functions = {}, {}
     for path in sorted((NOTEBOOKS / "solutions").glob("*.ipynb")):
-        for cell in (c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"):
-            body = ast.parse(cell.source).body
+        cells = [ast.parse(c.source).body for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        imports = [s for body in cells for s in body if isinstance(s, (ast.Import, ast.ImportFrom))]
+        for body in cells:
             asserted = any(isinstance(s, ast.Assert) and ast.unparse(s.test) == "verdict.ok" for s in body)
             for i, s in enumerate(body):
                 call = s.value if isinstance(s, (ast.Assign, ast.Expr)) else None
+                if isinstance(s, ast.For) and len(s.body) == 1 and isinstance(s.body[0], ast.Expr):
+                    call = s.body[0].value  # for prompt in (...): print(check_x(answer, prompt=prompt))
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print":
+                    call = call.args[0] if call.args else None
                 if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
                         and call.func.id.startswith("check_")):
                     continue
                 arg = call.args[1] if call.func.id == "check_answer" else call.args[0]
                 if asserted or call.func.id == "check_answer" or (isinstance(arg, ast.Name) and arg.id in answers):
                     key = call.func.id + (f":{call.args[0].value}" if call.func.id == "check_answer" else "")
-                    calls.setdefault(key, (body[:i], arg))
+                    calls.setdefault(key, (imports, body[:i], arg))
                     functions.update({f.name: f for f in body if isinstance(f, ast.FunctionDef)})
                 break
     return calls, functions
@@ -119,18 +124,19 @@ def _solution_cells() -> tuple[dict, dict]:
 
 def _solved(ex) -> str:
     """The statements that define ``ex.answer`` as notebooks/solutions/ does, with the functions
-    they call that other solution cells define (a capstone needs its own split and merge)."""
+    they call that other solution cells define (a capstone needs its own split and merge) and the
+    imports of their solutions notebook (13's layer uses names 13 itself does not import)."""
     calls, functions = _solution_cells()
     call = ast.parse(ex.check).body[0].value
     key = call.func.id + (f":{call.args[0].value}" if call.func.id == "check_answer" else "")
-    before, arg = calls[key]
+    imports, before, arg = calls[key]
     stmts = list(before)
     if not (isinstance(arg, ast.Name) and arg.id == ex.answer):
         stmts.append(ast.parse(f"{ex.answer} = {ast.unparse(arg)}").body[0])
     defined = {s.name for s in stmts if isinstance(s, ast.FunctionDef)}
     needed = {n.id for s in stmts for n in ast.walk(s) if isinstance(n, ast.Name)} - defined - set(dir(builtins))
     helpers = [functions[n] for n in functions if n in needed]
-    return "\n\n\n".join(ast.unparse(s) for s in [*helpers, *stmts])
+    return "\n\n\n".join(ast.unparse(s) for s in [*imports, *helpers, *stmts])
 
 
 def _fill(nb, answers: dict[str, str]):
