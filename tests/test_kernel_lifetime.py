@@ -91,7 +91,7 @@ def test_a_page_whose_device_vanished_without_closing_is_culled():
     with voila_server(*SHORT_CULL, pings) as server:
         kernel_id = _open_page(server)
         silent = websocket.create_connection(f"{server.ws_url}api/kernels/{kernel_id}/channels?session_id=gone",
-                                             timeout=10)
+                                             timeout=10, subprotocols=["v1.kernel.websocket.jupyter.org"])
         try:
             _wait_until_culled(server, kernel_id, 6 + CULL_S + 4 * INTERVAL_S + 20)
         finally:
