@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from class_probe import SUBPROTOCOL, pack, unpack
 from dashboard_server import stop_group
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,7 +132,8 @@ def _one(request: dict) -> dict:
 
         try:
             ws = websocket.create_connection(request["url"], timeout=10,
-                                             header=[f"{k}: {v}" for k, v in headers.items()])
+                                             header=[f"{k}: {v}" for k, v in headers.items()],
+                                             subprotocols=[SUBPROTOCOL] if "/channels" in url.path else None)
         except websocket.WebSocketBadStatusException as err:
             return {"status": err.status_code, "cookies": [], "body": ""}
         replies = _execute(ws, request["execute"]) if request.get("execute") else []
@@ -153,12 +155,10 @@ def _execute(ws, code: str, seconds: float = 5) -> list[str]:
     that answer it within ``seconds``."""
     import uuid
 
-    msg_id, session = uuid.uuid4().hex, uuid.uuid4().hex
-    ws.send(json.dumps({"header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "probe",
-                                   "session": session, "date": "2026-01-01T00:00:00Z", "version": "5.3"},
-                        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-                        "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
-                                    "allow_stdin": False, "stop_on_error": True}}))
+    msg_id, frame = pack("execute_request", {"code": code, "silent": False, "store_history": False,
+                                             "user_expressions": {}, "allow_stdin": False,
+                                             "stop_on_error": True}, uuid.uuid4().hex)
+    ws.send_binary(frame)  # the v1 frame a page sends
     replies, end = [], time.monotonic() + seconds
     ws.settimeout(0.5)
     while time.monotonic() < end:
@@ -166,8 +166,8 @@ def _execute(ws, code: str, seconds: float = 5) -> list[str]:
             frame = ws.recv()
         except Exception:  # timeout: nothing this half second
             continue
-        if isinstance(frame, str) and json.loads(frame).get("parent_header", {}).get("msg_id") == msg_id:
-            replies.append(json.loads(frame)["msg_type"])
+        if isinstance(frame, bytes) and unpack(frame)["parent_header"].get("msg_id") == msg_id:
+            replies.append(unpack(frame)["msg_type"])
     return replies
 
 
