@@ -10,6 +10,7 @@ memory available now, and refuses a class that does not fit, saying how many sea
 
 from __future__ import annotations
 
+import bisect
 import os
 import sys
 from dataclasses import dataclass
@@ -84,18 +85,15 @@ def classroom_plan(seats: int, available: int | None = None, shared: int | None 
         return (n + spare_kernels(n)) * KERNEL_MB + shared + SERVER_MB
 
     budget = int(available * MEMORY_SHARE)
-    most = 0
-    while need(most + 1) <= budget:
-        most += 1
+    most = max(0, bisect.bisect_right(range(budget // KERNEL_MB + 1), budget, key=need) - 1)  # need() grows with n
     return ClassroomPlan(seats, seats + spare_kernels(seats), need(seats), available, shared, most)
 
 
 def classroom_options(seats: int) -> list[str]:
     """Voila's options in classroom mode: a pool of ``seats`` warmed kernels, a cap with spares,
     at most one kernel warming per core."""
-    plan = classroom_plan(seats, available=10**9, shared=0)  # the options only; memory is checked apart
     return ["--preheat_kernel=True", f"--pool_size={seats}",
-            f"--BoundedKernelManager.max_kernels={plan.max_kernels}",
+            f"--BoundedKernelManager.max_kernels={seats + spare_kernels(seats)}",
             f"--BoundedKernelManager.warm_concurrency={os.cpu_count() or 1}",
             "--BoundedKernelManager.check_interval=1"]
 

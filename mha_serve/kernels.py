@@ -59,6 +59,7 @@ from traitlets import Bool, Float, Integer, validate
 # ~125 MB per dashboard kernel (RSS after rendering, measured by tests/test_dashboard_load.py);
 # 80 of them is ~10 GB, under half of a 24 GiB machine.
 DEFAULT_MAX_KERNELS = 80
+CAP_LOG_EVERY = 10.0  # seconds between two "Kernel cap reached" lines in the log
 
 
 class KernelCapReached(HTTPError):
@@ -119,6 +120,7 @@ class BoundedKernelManager(AsyncMappingKernelManager):
         self._clock: dict[str, float] = {}  # kernel id -> monotonic time its grace counts from
         self._sweeper: PeriodicCallback | None = None
         self.refused = 0  # starts refused at the cap (logged; tests read the log)
+        self._cap_logged = -CAP_LOG_EVERY  # monotonic time of the last "Kernel cap reached"
         self.reaped = 0  # kernels shut down by a grace
         self._warm_starting = 0  # pooled kernels starting (not yet executing the notebook)
         self._deferred = 0  # pool refills waiting for a warm slot (_wait_for_a_warm_slot)
@@ -158,8 +160,13 @@ class BoundedKernelManager(AsyncMappingKernelManager):
         """Raise KernelCapReached when the kernels alive or starting, plus ``reserved``, fill the cap."""
         if self.live_kernels() + reserved >= self.max_kernels:
             self.refused += 1
-            self.log.warning("Kernel cap reached: %d kernels alive or starting (max_kernels=%d); "
-                             "answering 503", self.live_kernels(), self.max_kernels)
+            now = time.monotonic()
+            if now - self._cap_logged >= CAP_LOG_EVERY:  # once per CAP_LOG_EVERY: the pool's refills
+                # retry every check_interval while a full class holds the cap
+                self.log.warning("Kernel cap reached: %d kernels alive or starting (max_kernels=%d); "
+                                 "answering 503 (%d refused so far)", self.live_kernels(), self.max_kernels,
+                                 self.refused)
+                self._cap_logged = now
             raise KernelCapReached(self.max_kernels)
 
     def _pool_results(self):

@@ -93,7 +93,7 @@ def _bold(text: str) -> str:
 
 
 def test_the_on_ramp_defines_each_glossary_word_it_uses_before_the_glossary():
-    """Notebooks 01 to 12 come after the glossary; 00 itself uses some of its words earlier, in
+    """Notebooks 01 to 13 come after the glossary; 00 itself uses some of its words earlier, in
     sections 1 to 7. Each of those is defined (written in bold) in the cell of its first use or
     an earlier one, so no word of 00 is used before it is explained."""
     cells = _markdown_cells("00_on_ramp.ipynb")

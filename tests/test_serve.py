@@ -34,6 +34,26 @@ def test_cap_refuses_with_503_before_starting_anything():
     assert km.refused == 1 and km.live_kernels() == 1
 
 
+def test_refusals_at_the_cap_are_logged_once_per_interval_and_counted(caplog, monkeypatch):
+    """A full class holds the cap while the pool retries its refill every second: the log says so
+    once per CAP_LOG_EVERY seconds, with the count, instead of once a second."""
+    km = kernels.BoundedKernelManager(max_kernels=1)
+    km._starting = 1
+    clock = [1000.0]
+    monkeypatch.setattr(kernels.time, "monotonic", lambda: clock[0])
+    with caplog.at_level("WARNING"):
+        for _ in range(5):  # five refusals within a second: one line
+            with pytest.raises(kernels.KernelCapReached):
+                km._check_cap()
+            clock[0] += 0.2
+        clock[0] += kernels.CAP_LOG_EVERY
+        with pytest.raises(kernels.KernelCapReached):
+            km._check_cap()
+    lines = [r.getMessage() for r in caplog.records if "Kernel cap reached" in r.getMessage()]
+    assert len(lines) == 2 and km.refused == 6
+    assert "(6 refused so far)" in lines[-1]
+
+
 def test_a_closed_websocket_is_not_buffered():
     """jupyter_server would keep every later message of a kernel whose socket closed, unbounded;
     the dashboard's manager closes the streams instead (the browser test saw the server reach 14 GB)."""
@@ -158,6 +178,18 @@ def test_classroom_plan_fits_and_refuses_naming_how_many_would():
     message = small.refusal()
     assert message.startswith("SEATS=60 does not fit") and f"At most {small.most_seats} seats fit" in message
     assert "3.9 GB available" in message
+
+
+@pytest.mark.parametrize("available", [0, 500, 4_000, 22_000, 10**9])
+def test_most_seats_is_the_largest_class_whose_memory_fits(available):
+    plan = classroom.classroom_plan(1, available=available, shared=600)
+    budget = int(available * classroom.MEMORY_SHARE)
+
+    def need(n):
+        return (n + classroom.spare_kernels(n)) * classroom.KERNEL_MB + 600 + classroom.SERVER_MB
+
+    assert plan.most_seats == 0 or need(plan.most_seats) <= budget
+    assert need(plan.most_seats + 1) > budget
 
 
 @pytest.mark.parametrize(("seats", "error"), [(0, ValueError), (-3, ValueError), (2.5, TypeError), (True, TypeError)])
