@@ -69,6 +69,22 @@ def test_every_token_is_escaped():
     assert "title='1: &lt;img" in p.rows.value
 
 
+def test_the_written_text_keeps_its_line_breaks_and_the_rows_show_them():
+    """The text box shows the text as written (a newline breaks the line, never a literal \\n, as a
+    visitor saw); the rows' token labels keep \\n, so that each row stays on one line."""
+
+    class Lines(FakeWriter):
+        def tokens(self, ids):
+            return [t.replace("NL", "\n\n") for t in super().tokens(ids)]
+
+    model = Lines("lines", quantised=True, n_layers=3, n_heads=4)
+    p = W.WritePanel(load=lambda name: model, prompt="one NL two")
+    p.length.value = 3
+    assert p.write()
+    assert "\n\n" in p.text.value and "\\n" not in p.text.value
+    assert "\\n\\n" in p.rows.value and "\n" not in p.rows.value
+
+
 def test_row_html_shades_by_weight_and_checks_its_input():
     row = W.row_html(["a", "b", "c"], np.array([0.1, 0.7, 0.2]), "d", 4)
     assert "4. <code>d</code>" in row and "most weight on token 1, b (0.70)" in row
