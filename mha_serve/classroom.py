@@ -28,6 +28,11 @@ def spare_kernels(seats: int) -> int:
     return max(2, seats // 10)
 
 
+def kernel_cap(seats: int) -> int:
+    """The most kernels alive at once for a class of ``seats``: one a seat, plus the spares."""
+    return seats + spare_kernels(seats)
+
+
 @dataclass(frozen=True)
 class ClassroomPlan:
     """What ``seats`` students need: kernels, memory, and whether it fits this machine."""
@@ -82,18 +87,18 @@ def classroom_plan(seats: int, available: int | None = None, shared: int | None 
     shared = shared_weights_mb() if shared is None else shared
 
     def need(n: int) -> int:
-        return (n + spare_kernels(n)) * KERNEL_MB + shared + SERVER_MB
+        return kernel_cap(n) * KERNEL_MB + shared + SERVER_MB
 
     budget = int(available * MEMORY_SHARE)
-    most = max(0, bisect.bisect_right(range(budget // KERNEL_MB + 1), budget, key=need) - 1)  # need() grows with n
-    return ClassroomPlan(seats, seats + spare_kernels(seats), need(seats), available, shared, most)
+    most = bisect.bisect_right(range(1, budget // KERNEL_MB + 1), budget, key=need)  # need grows with n: the count
+    return ClassroomPlan(seats, kernel_cap(seats), need(seats), available, shared, most)  # of seats that fit is the most
 
 
 def classroom_options(seats: int) -> list[str]:
     """Voila's options in classroom mode: a pool of ``seats`` warmed kernels, a cap with spares,
     at most one kernel warming per core."""
     return ["--preheat_kernel=True", f"--pool_size={seats}",
-            f"--BoundedKernelManager.max_kernels={seats + spare_kernels(seats)}",
+            f"--BoundedKernelManager.max_kernels={kernel_cap(seats)}",
             f"--BoundedKernelManager.warm_concurrency={os.cpu_count() or 1}",
             "--BoundedKernelManager.check_interval=1"]
 

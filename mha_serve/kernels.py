@@ -161,8 +161,7 @@ class BoundedKernelManager(AsyncMappingKernelManager):
         if self.live_kernels() + reserved >= self.max_kernels:
             self.refused += 1
             now = time.monotonic()
-            if now - self._cap_logged >= CAP_LOG_EVERY:  # once per CAP_LOG_EVERY: the pool's refills
-                # retry every check_interval while a full class holds the cap
+            if now - self._cap_logged >= CAP_LOG_EVERY:  # not once a second: the pool retries its refills
                 self.log.warning("Kernel cap reached: %d kernels alive or starting (max_kernels=%d); "
                                  "answering 503 (%d refused so far)", self.live_kernels(), self.max_kernels,
                                  self.refused)

@@ -203,11 +203,11 @@ class WritePanel:
             f"token each time and keeps the keys and values it has computed (the KV cache), at most {MAX_NEW_TOKENS} "
             "new tokens. "
             f"Each row: a new token, and where <b>layer {layer}, head {head}</b> looked while choosing it "
-            f"(a deeper blue = more weight: here the colour deepens with the weight, unlike the maps' "
-            "colours, where brighter is more; with a mouse, point at a token for its exact weight).</div>")
+            f"(a deeper blue = more weight, whereas on the maps brighter is more; with a mouse, point at a "
+            "token for its exact weight).</div>")
         written = "".join(f"<mark class='mha-write-token'>{html.escape(t)}</mark>" for t in tokens[n_prompt:])
-        self.text.value = (f"<div class='mha-write-output' style='white-space:pre-wrap'>"  # the text as written:
-                           f"{html.escape(''.join(tokens[:n_prompt]))}{written}</div>")  # its newlines break lines
+        self.text.value = (f"<div class='mha-write-output' style='white-space:pre-wrap'>"  # as written: a newline
+                           f"{html.escape(''.join(tokens[:n_prompt]))}{written}</div>")  # breaks the line (not _escape)
         self.rows.value = ("<div role='list' class='mha-write-list'>"
                            + "".join(row_html(tokens[:n_prompt + k], s.weights[layer, head], tokens[n_prompt + k], k + 1)
                                      for k, s in enumerate(self.steps))
