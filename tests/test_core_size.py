@@ -151,7 +151,7 @@ def test_the_lessons_print_the_code_that_runs():
     from mha_core.teaching.source import source
 
     loop = "\n\n".join(source(f) for f in (tiled.query_block, tiled.scores, tiled.add_with_frozen_max))
-    assert _printed("11_long_context.ipynb", "print(source(tiled.query_block))") == loop
+    assert _printed("12_long_context.ipynb", "print(source(tiled.query_block))") == loop
     assert _printed("02_shape_round_trip.ipynb", "print(source(multi_head_attention))") == source(
         multi_head_attention)
     assert _printed("02_shape_round_trip.ipynb", "print(source(scaled_dot_product_attention))") == source(

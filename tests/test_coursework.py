@@ -157,7 +157,7 @@ def _hand_in(released, submissions, student: str, notebook: str, answers: dict[s
     nbformat.write(nb, folder / notebook)
 
 
-CAPSTONE = "12_capstone.ipynb"
+CAPSTONE = "14_capstone.ipynb"
 ROUND_TRIP = "02_shape_round_trip.ipynb"
 MISTAKES = {  # a student's wrong answer, and the name the checker must give it
     "01-scale": ("my_scale = 1 / np.sqrt(big.d_model)", "scale_sqrt_d_model"),

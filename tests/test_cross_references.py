@@ -2,7 +2,7 @@
 ``TAUGHT_IN``, to a notebook that teaches the concept.
 
 A reference is ``notebook 06``, ``notebooks 00, 02 and 04``, ``notebooks 00-08``, ``06's``,
-``10_real_heads`` or a bare two-digit number with a leading zero (``the mask of 03``): numbers
+``11_real_heads`` or a bare two-digit number with a leading zero (``the mask of 03``): numbers
 written that way are notebook numbers in this course. Where a concept of ``TAUGHT_IN`` is
 named and a reference follows it closely (within ``WINDOW`` characters, in the same clause: "a
 causal mask (notebooks 00, 02 and 04)", "the KV cache of 06"), the reference must include a
@@ -37,7 +37,7 @@ _RANGE = r"\d\d(?:\s*(?:-|–|to)\s*\d\d)?"
 _REFS = [
     re.compile(rf"\bnotebooks?\s+({_RANGE}(?:\s*(?:,|and|or)\s*{_RANGE})*)"),  # notebook 06, notebooks 00-08
     re.compile(r"(?<!layer )\b(\d\d)'s\b"),  # 06's formula (not "layer 17's")
-    re.compile(r"\b(\d\d_[a-z][a-z_]*[a-z])"),  # 10_real_heads
+    re.compile(r"\b(\d\d_[a-z][a-z_]*[a-z])"),  # 11_real_heads
     re.compile(r"(?<![\w.,$])(0\d)(?![\w%$]|[.,]\d)"),  # the mask of 03: a leading zero marks a notebook number
 ]
 WINDOW = 30  # characters after a concept's name in which a reference is taken to be about it
@@ -54,7 +54,7 @@ def _numbers(text: str) -> set[str]:
 
 
 def references(text: str) -> tuple[set[str], set[str]]:
-    """(notebook numbers, notebook stems such as ``10_real_heads``) that ``text`` refers to."""
+    """(notebook numbers, notebook stems such as ``11_real_heads``) that ``text`` refers to."""
     numbers: set[str] = set()
     stems = set(_REFS[2].findall(text))
     for pattern in (_REFS[0], _REFS[1], _REFS[3]):

@@ -132,7 +132,7 @@ def test_generate_refuses_bad_arguments(smollm2):
         smollm2.write(smollm2.encode("Hi"), 2, use_cache=1)
 
 
-# The five heads with the highest induction score (notebook 10_real_heads switches them off).
+# The five heads with the highest induction score (notebook 11_real_heads switches them off).
 INDUCTION_HEADS = ((18, 6), (17, 4), (17, 3), (17, 5), (18, 7))
 # With a whole early layer off, SmolLM2's first-token "massive activation" (hundreds of times
 # the other tokens' size) changes, and float32 rounding in the two implementations grows with it:

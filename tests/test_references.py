@@ -19,7 +19,7 @@ NAMES = sorted(p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) + sorted(
 
 
 def _label(name: str) -> str:
-    """"10_real_heads.ipynb" -> "10", "solutions/solutions.ipynb" -> "solutions"."""
+    """"11_real_heads.ipynb" -> "10", "solutions/solutions.ipynb" -> "solutions"."""
     return name[:2] if name[0].isdigit() else name.split("/")[1].removesuffix(".ipynb")
 
 
@@ -93,12 +93,12 @@ def test_the_first_token_sink_is_xiao_and_clarks_no_op_is_sep():
     is Xiao et al. 2023. Notebook 08 once credited a first-token "rest" head to Voita and Clark."""
     prose = markdown_text("08_why_several_heads.ipynb")
     assert '"rest" head' not in prose and "[SEP] when their pattern does not apply" in prose
-    assert "Xiao et al. (2023) named the first-token version an *attention sink*" in markdown_text("10_real_heads.ipynb")
+    assert "Xiao et al. (2023) named the first-token version an *attention sink*" in markdown_text("11_real_heads.ipynb")
 
 
 def test_the_direct_path_is_elhages():
     """Elhage et al. 2021: the direct path is the embedding-to-unembedding term, through no head."""
-    prose = markdown_text("10_real_heads.ipynb")
+    prose = markdown_text("11_real_heads.ipynb")
     assert "their *direct path* goes from the embedding straight to the unembedding through no head" in prose
     assert "head's **direct path**" not in prose
 
@@ -106,7 +106,7 @@ def test_the_direct_path_is_elhages():
 def test_michel_is_credited_with_what_michel_found():
     """Michel et al. 2019 (abstract): many heads can be removed at test time without a large loss,
     some layers even reduced to one head. They did not show that which heads matter depends on the task."""
-    prose = markdown_text("10_real_heads.ipynb")
+    prose = markdown_text("11_real_heads.ipynb")
     assert "which ones depends on the task" not in prose
     assert "in some layers all but one, could be removed with little loss" in prose
 
@@ -115,7 +115,7 @@ def test_flashattention_loop_orders_and_the_online_softmax_are_credited_right():
     """FlashAttention-1 (Dao et al. 2022, Algorithm 1) loops over key/value blocks outside and query
     blocks inside; FlashAttention-2 (Dao 2023) swaps them. Milakov & Gimelshein 2018 keep a running
     maximum and normaliser; the running weighted sum of the values is Rabe & Staats's and FlashAttention's."""
-    prose = markdown_text("11_long_context.ipynb")
+    prose = markdown_text("12_long_context.ipynb")
     assert "FlashAttention-2 (Dao 2023) takes a **block of queries**" in prose
     assert "key/value tiles outside, query blocks inside" in prose
     assert "keep two running numbers, the largest score so far $m$ and the sum" in prose

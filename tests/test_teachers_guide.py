@@ -96,7 +96,7 @@ def test_notebook_11_timing_adds_up():
     assert "About 25 minutes" in section
     minutes = [int(m) for m in re.findall(r"\((\d+) minutes", section)]
     assert sum(minutes) == 25
-    assert "`11_long_context` (about 25 minutes)" in (REPO / "notebooks" / "README.md").read_text()
+    assert "`12_long_context` (about 25 minutes)" in (REPO / "notebooks" / "README.md").read_text()
 
 
 def test_the_server_address_is_the_makefiles():
@@ -407,7 +407,7 @@ def test_the_plans_say_what_they_leave_out():
 
 
 @pytest.mark.parametrize("said", [
-    "(12_capstone §2) aloud before showing §2",  # which §2: now "before showing 03 §2"
+    "(14_capstone §2) aloud before showing §2",  # which §2: now "before showing 03 §2"
     "the glossary (§8) defines it",  # 00 §4 defines "gradient" itself
     "then run every command with it",  # PY= matters only when .venv is created
     "which is why even that prediction is not reached",  # 06 §6 prints a verdict by its spread
@@ -429,8 +429,8 @@ def test_06_answer_accepts_either_verdict():
 
 
 def test_the_notebooks_with_slide_types_of_their_own_are_named():
-    """"00, 12_capstone and the dashboard have slide types of their own": exactly those."""
-    assert "00, 12_capstone and the dashboard have slide types of their own" in FLAT
+    """"00, 14_capstone and the dashboard have slide types of their own": exactly those."""
+    assert "00, 14_capstone and the dashboard have slide types of their own" in FLAT
     typed = {p.stem[:2] if p.stem[0].isdigit() else p.stem for p in (REPO / "notebooks").glob("*.ipynb")
              if any("slideshow" in c.get("metadata", {}) for c in json.loads(p.read_text())["cells"])}
     assert typed == {"00", "12", "dashboard"}

@@ -1,4 +1,4 @@
-"""The claims of notebooks 09_the_block and 10_real_heads, checked here instead of in the lessons.
+"""The claims of notebooks 09_the_block and 11_real_heads, checked here instead of in the lessons.
 
 The lesson cells compute and print; they do not assert. These tests read the printed outputs
 stored in the executed notebooks (strict nbval re-runs every notebook and checks that each stored
@@ -41,11 +41,11 @@ def block():
 
 @pytest.fixture(scope="module")
 def heads():
-    return _outputs("10_real_heads.ipynb")
+    return _outputs("11_real_heads.ipynb")
 
 
 def test_no_lesson_cell_asserts():
-    for name in ("09_the_block.ipynb", "10_real_heads.ipynb"):
+    for name in ("09_the_block.ipynb", "11_real_heads.ipynb"):
         assert not [c for c in code_sources(name) if re.search(r"^\s*assert\b", c, re.M)], name
 
 
@@ -137,7 +137,7 @@ def test_the_exercises_start_blank(block):
     assert block.count("Feedback (not attempted yet)") == 2
 
 
-# ------------------------------------------------------------------ 10_real_heads
+# ------------------------------------------------------------------ 11_real_heads
 
 
 def test_minilm_pattern_heads(heads):
@@ -246,19 +246,19 @@ def test_what_was_measured_with_it(heads):
 
 
 def test_the_subject_claim_is_gone():
-    assert "marks the" not in markdown_text("10_real_heads.ipynb")
-    assert "sentence's subject" not in markdown_text("10_real_heads.ipynb")
+    assert "marks the" not in markdown_text("11_real_heads.ipynb")
+    assert "sentence's subject" not in markdown_text("11_real_heads.ipynb")
 
 
 def test_vocabulary_size_is_never_called_v():
-    for name in ("09_the_block.ipynb", "10_real_heads.ipynb"):
+    for name in ("09_the_block.ipynb", "11_real_heads.ipynb"):
         assert not re.search(r"\bV\s*=\s*\d", markdown_text(name) + _outputs(name)), name
 
 
 def test_cls_sinks_in_every_sentence_and_the_weak_punctuation_heads(heads):
     """"16 heads do so in every one of the five sentences"; "The best one scores only about twice
     its even spread ..., because punctuation is about a sixth of the tokens" """
-    prose = markdown_text("10_real_heads.ipynb")
+    prose = markdown_text("11_real_heads.ipynb")
     every, *alone = _floats(r"in every one of the 5 sentences: (\d+); in each sentence alone: (\d+), (\d+), (\d+), "
                             r"(\d+), (\d+)", heads)
     assert f"and {every:.0f} heads do so in every one of the five sentences" in prose
@@ -270,7 +270,7 @@ def test_cls_sinks_in_every_sentence_and_the_weak_punctuation_heads(heads):
 def test_the_best_looker_is_still_in_the_top_percent(heads):
     """"far from the top, though still in the top 7% (printed above)" """
     rank, vocab, top = _floats(r"best induction head L18H6: median rank ([\d,]+) of ([\d,]+), the top (\d+)%", heads)
-    assert f"still in the top {top:.0f}%" in markdown_text("10_real_heads.ipynb")
+    assert f"still in the top {top:.0f}%" in markdown_text("11_real_heads.ipynb")
     assert round(100 * rank / vocab) == top and rank == _copy_table(heads)[0][4]
 
 
@@ -305,7 +305,7 @@ def test_the_top_induction_heads_are_two_key_value_groups(heads):
 def test_the_recap_says_what_was_measured_with_it(heads):
     """Recap: "6 MiniLM heads move toward the meaning and 6 away from it", as cell 42 prints."""
     toward, away = _floats(r"\(animal with 'tired', street with 'wide'\): (\d+); that flip the other way: (\d+), of 72", heads)
-    prose = markdown_text("10_real_heads.ipynb")
+    prose = markdown_text("11_real_heads.ipynb")
     assert f"{toward:.0f} MiniLM heads move toward the meaning and {away:.0f} away from it" in prose
     assert "no head follows the referent" not in prose
 
@@ -313,12 +313,12 @@ def test_the_recap_says_what_was_measured_with_it(heads):
 def test_the_swap_compares_only_the_keys_both_sentences_share():
     """Cell 42's comparison leaves out the swapped word (MiniLM's last token is [SEP], so "the keys
     before the last word" would have kept 'tired' against 'wide')."""
-    code = "\n".join(code_sources("10_real_heads.ipynb"))
+    code = "\n".join(code_sources("11_real_heads.ipynb"))
     assert "P.swap_test(tired, wide" in code and "min(row_wide.shape[-1]" not in code
 
 
 def test_claims_past_the_measurements_are_gone():
-    prose = markdown_text("10_real_heads.ipynb")
+    prose = markdown_text("11_real_heads.ipynb")
     for gone in ("mostly read by later layers", "as the circuit of Olsson et al. needs", "whatever the sentence",
                  "carry most of this in-context learning", "which ones depends on the task",
                  "call this the head's **direct path**"):
@@ -328,7 +328,7 @@ def test_claims_past_the_measurements_are_gone():
 
 
 @pytest.mark.parametrize("name", ["07_pitfalls.ipynb", "08_why_several_heads.ipynb", "09_the_block.ipynb",
-                                  "10_real_heads.ipynb", "11_long_context.ipynb", "12_capstone.ipynb"])
+                                  "11_real_heads.ipynb", "12_long_context.ipynb", "14_capstone.ipynb"])
 def test_the_prose_does_not_talk_to_the_test_runner(name):
     prose = markdown_text(name).lower()
     for remark in ("nbval", "notebook tests", "test runner", "the tests not to"):
@@ -363,7 +363,7 @@ def test_a_layer_matched_control_costs_little_too(heads):
     """"five other heads drawn from the layers of the top five and the two above ... cost about as
     little as five random ones" """
     assert "A random head can sit in any layer, so a fairer control keeps the layers" in markdown_text(
-        "10_real_heads.ipynb")
+        "11_real_heads.ipynb")
     (none,) = _floats(r"no head off:\s+([.\d]+)", heads)
     (top,) = _floats(r"the top 5 induction heads off:\s+([.\d]+)", heads)
     lo, hi = (int(v) for v in re.search(r"5 other heads of layers (\d+)-(\d+) off", heads).groups())
@@ -389,8 +389,8 @@ def test_07_to_12_wording_fixed_after_the_cold_read():
     distillation (10); no literal backslash-n (09); a causal model has no built-in distance signal,
     not no way to tell (09); Sun et al.'s example figure (09); heads are named LxHy (10); 09's layer
     12 is said to be 10's L11; FlashAttention-4's rescaling is a third-party reading (11); 12 assumes 05."""
-    p07, p09, p10 = (markdown_text(n) for n in ("07_pitfalls.ipynb", "09_the_block.ipynb", "10_real_heads.ipynb"))
-    p11, p12 = markdown_text("11_long_context.ipynb"), markdown_text("12_capstone.ipynb")
+    p07, p09, p10 = (markdown_text(n) for n in ("07_pitfalls.ipynb", "09_the_block.ipynb", "11_real_heads.ipynb"))
+    p11, p12 = markdown_text("12_long_context.ipynb"), markdown_text("14_capstone.ipynb")
     assert "With *pretrained* weights, such as these" not in p07 and "random weights from `init_params`" in p07
     assert "needs two such all-reduces, one after $W_O$ and one after the feed-forward block" in p07
     assert "on top of giving every device all of" not in p07 and "costs nothing extra" in p07

@@ -25,10 +25,10 @@ TERMS = [
     ("09_the_block.ipynb", "non-linearity", "a function that is not a straight line"),
     ("09_the_block.ipynb", "\\Phi", "is the probability that a number drawn from the standard normal"),
     ("09_the_block.ipynb", "b_Q, b_K, b_V, b_O", "a **bias** is a learned vector added after a matrix product"),
-    ("10_real_heads.ipynb", "BERT-base", "the original BERT, 12 layers of 12 heads"),
-    ("11_long_context.ipynb", "7B-class", "about 7 billion parameters"),
-    ("11_long_context.ipynb", "serving", "running a trained model to answer many users' requests"),
-    ("11_long_context.ipynb", "paged caches", "the cache kept in fixed-size blocks"),
+    ("11_real_heads.ipynb", "BERT-base", "the original BERT, 12 layers of 12 heads"),
+    ("12_long_context.ipynb", "7B-class", "about 7 billion parameters"),
+    ("12_long_context.ipynb", "serving", "running a trained model to answer many users' requests"),
+    ("12_long_context.ipynb", "paged caches", "the cache kept in fixed-size blocks"),
 ]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from lesson_claims import Claims
 
-NB = "11_long_context.ipynb"
+NB = "12_long_context.ipynb"
 CLAIMS = Claims(NB)
 
 
