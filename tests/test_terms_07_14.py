@@ -1,4 +1,4 @@
-"""Terms that notebooks 07-12 once used before defining them (the cold read of issue 28) are now
+"""Terms that notebooks 07-12 (now 07-14) once used before defining them (the cold read of issue 28) are now
 defined where they are first used: a short clause right after the first use, in that notebook's
 own prose. (The glossary of notebook 00 has its own test; this one is about the later notebooks'
 text.)"""
@@ -24,7 +24,7 @@ TERMS = [
     ("09_the_block.ipynb", "attention sinks", "a sink is a token that takes the weight of heads"),
     ("09_the_block.ipynb", "non-linearity", "a function that is not a straight line"),
     ("09_the_block.ipynb", "\\Phi", "is the probability that a number drawn from the standard normal"),
-    ("09_the_block.ipynb", "b_Q, b_K, b_V, b_O", "a **bias** is a learned vector added after a matrix product"),
+    ("10_a_real_layer.ipynb", "b_Q, b_K, b_V, b_O", "a **bias** is a learned vector added after a matrix product"),
     ("11_real_heads.ipynb", "BERT-base", "the original BERT, 12 layers of 12 heads"),
     ("12_long_context.ipynb", "7B-class", "about 7 billion parameters"),
     ("12_long_context.ipynb", "serving", "running a trained model to answer many users' requests"),
