@@ -61,7 +61,7 @@ class Exercise:
 
     notebook: str  # the lesson's file name, e.g. "00_on_ramp.ipynb"
     cell: int  # the index of its cell in the lesson
-    grade_id: str  # e.g. "00-softmax", "12-params_768_12"
+    grade_id: str  # e.g. "00-softmax", "14-params_768_12"
     check: str  # the checker call as the cell writes it, e.g. "check_softmax(my_softmax)"
     answer: str  # the name the student defines, e.g. "my_softmax"
 

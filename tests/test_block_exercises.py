@@ -1,4 +1,4 @@
-"""The checkers of notebook 09_the_block (mha_core.teaching.block_exercises): several right
+"""The checkers of notebooks 09_the_block and 10_a_real_layer (mha_core.teaching.block_exercises): several right
 answers pass, each classic mistake is named, a blank stub is "not attempted", a crash is a
 message, and calling the library's own function is refused."""
 

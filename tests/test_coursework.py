@@ -39,9 +39,9 @@ def test_the_exercises_are_the_lessons_stubs():
     found = {ex.grade_id: ex for ex in coursework.exercises()}
     assert list(found) == [
         "00-softmax", "01-scale", "01-attention", "02-split_heads", "04-causal_mask", "07-merge_heads",
-        "09-rms_norm", "09-encoder_layer", "12-multi_head_attention", "12-params_768_12",
-        "12-d_k_768_12", "12-attention_macs_512_8_2000", "12-kv_cache_gqa_mib",
-        "13-decoder_layer", "13-generation_loop"]
+        "09-rms_norm", "10-encoder_layer", "13-decoder_layer", "13-generation_loop",
+        "14-multi_head_attention", "14-params_768_12", "14-d_k_768_12", "14-attention_macs_512_8_2000",
+        "14-kv_cache_gqa_mib"]
     assert found["01-scale"].check == "check_scale(my_scale, d_model=big.d_model, n_heads=big.h)"
     # a checker called on the library's own pitfall (07's demonstration) is not an exercise
     assert coursework.cell_exercise("verdict = check_attention(pf.attention_mask_after_softmax)", "07_x", 0) is None
@@ -187,8 +187,8 @@ def test_grading_names_each_students_result(released, tmp_path):
     assert [table["ada"][g].label for g in ids] == ["passed"] * len(ids)
     assert table["bob"]["02-split_heads"].label == "mistake: split_without_transpose"
     assert table["bob"]["02-split_heads"].message  # the checker's own words, for the feedback
-    assert {table["bob"][g].label for g in ids if g.startswith("12-")} == {"not handed in"}
-    assert {table["cy"][g].label for g in ids if g.startswith("12-")} == {"not attempted"}
+    assert {table["bob"][g].label for g in ids if g.startswith("14-")} == {"not handed in"}
+    assert {table["cy"][g].label for g in ids if g.startswith("14-")} == {"not attempted"}
     assert table["cy"]["00-softmax"].label == "not handed in"
     csv_path, md_path = coursework.write_tables(table, tmp_path / "grades")
     rows = _rows(csv_path)
@@ -249,7 +249,7 @@ def test_nbgrader_itself_generates_and_autogrades_the_source(released, tmp_path)
         sorted({ex.notebook for ex in summary["exercises"]})
     capstone = [ex for ex in summary["exercises"] if ex.notebook == CAPSTONE]
     handed = {"ada": {ex.grade_id: _solved(ex) for ex in capstone},
-              "bob": {"12-params_768_12": "params_768_12 = 12 * 4 * 768 * 768"}}  # the x h slip
+              "bob": {"14-params_768_12": "params_768_12 = 12 * 4 * 768 * 768"}}  # the x h slip
     for student, answers in handed.items():
         nbgrader("db", "student", "add", student)
         folder = course / "submitted" / student / "mha"

@@ -26,11 +26,11 @@ NUMBERS = {name[:2]: name.removesuffix(".ipynb") for name in LESSONS}  # "03" ->
 # concept: (how a sentence names it, how a section heading that teaches it names it, the notebooks)
 TAUGHT_IN = {
     "causal mask": (r"causal mask|\bthe mask\b", r"causal mask", ("00", "02", "04")),
-    "KV cache": (r"KV cache|key/value cache", r"cache", ("06", "10", "11")),
-    "GQA": (r"\bGQA\b|grouped-query", r"\bGQA\b|key/value heads", ("06", "10")),
-    "induction heads": (r"induction head", r"induction", ("10",)),
+    "KV cache": (r"KV cache|key/value cache", r"cache", ("06", "11", "12")),
+    "GQA": (r"\bGQA\b|grouped-query", r"\bGQA\b|key/value heads", ("06", "11")),
+    "induction heads": (r"induction head", r"induction", ("11",)),
     "RoPE": (r"\bRoPE\b", r"\bRoPE\b", ("09",)),
-    "online softmax": (r"online softmax", r"online softmax", ("11",)),
+    "online softmax": (r"online softmax", r"online softmax", ("12",)),
 }
 
 _RANGE = r"\d\d(?:\s*(?:-|–|to)\s*\d\d)?"

@@ -1,4 +1,4 @@
-"""The claims of notebooks 09_the_block and 11_real_heads, checked here instead of in the lessons.
+"""The claims of notebooks 09_the_block, 10_a_real_layer and 11_real_heads, checked here instead of in the lessons.
 
 The lesson cells compute and print; they do not assert. These tests read the printed outputs
 stored in the executed notebooks (strict nbval re-runs every notebook and checks that each stored
@@ -40,12 +40,17 @@ def block():
 
 
 @pytest.fixture(scope="module")
+def layer():
+    return _outputs("10_a_real_layer.ipynb")
+
+
+@pytest.fixture(scope="module")
 def heads():
     return _outputs("11_real_heads.ipynb")
 
 
 def test_no_lesson_cell_asserts():
-    for name in ("09_the_block.ipynb", "11_real_heads.ipynb"):
+    for name in ("09_the_block.ipynb", "10_a_real_layer.ipynb", "11_real_heads.ipynb"):
         assert not [c for c in code_sources(name) if re.search(r"^\s*assert\b", c, re.M)], name
 
 
@@ -111,30 +116,30 @@ def test_rope_sits_after_the_projections_and_before_the_scores(block):
     assert steps[i + 2].startswith("scores")
 
 
-def test_the_logits_the_softmax_and_the_loss_in_nats(block):
-    assert "embedding table (49152, 576), first vectors (5, 576), logits (5, 49152)" in block
-    p, loss = _floats(r"' Paris': p = ([.\d]+), loss if it comes next = ([.\d]+) nats", block)
+def test_the_logits_the_softmax_and_the_loss_in_nats(layer):
+    assert "embedding table (49152, 576), first vectors (5, 576), logits (5, 49152)" in layer
+    p, loss = _floats(r"' Paris': p = ([.\d]+), loss if it comes next = ([.\d]+) nats", layer)
     assert math.isclose(loss, -math.log(p), abs_tol=0.01)
-    assert f"ln(49,152) = {math.log(49_152):.2f} nats" in block
+    assert f"ln(49,152) = {math.log(49_152):.2f} nats" in layer
 
 
-def test_quantisation_is_several_percent_off(block):
+def test_quantisation_is_several_percent_off(layer):
     """"The 4-bit copy is several percent off as a whole (the relative error above), and a single
     weight can be off by a large fraction of a typical weight." """
-    (ratio,) = _floats(r"in Q4_1 \(([\d.]+)x smaller\)", block)
-    rel, worst, typical = _floats(r"= ([.\d]+); largest single error ([.\d]+) \(typical weight size ([.\d]+)\)", block)
+    (ratio,) = _floats(r"in Q4_1 \(([\d.]+)x smaller\)", layer)
+    rel, worst, typical = _floats(r"= ([.\d]+); largest single error ([.\d]+) \(typical weight size ([.\d]+)\)", layer)
     assert 5 < ratio < 8 and 0.03 < rel < 0.15 and worst > 0.3 * typical
     assert abs(32 / ratio - 5) < 0.1  # "about 5 bits per weight instead of 32"
 
 
-def test_cross_attention_reads_another_length(block):
-    assert "weights (2, 3, 5) = (h, N_q, N_k)" in block
-    assert re.search(r"Q = X @ W_Q\s+\(3, 16\)", block) and re.search(r"K = X_kv @ W_K\s+\(5, 16\)", block)
-    assert re.search(r"X_kv\s+\(5, 16\)", block)
+def test_cross_attention_reads_another_length(layer):
+    assert "weights (2, 3, 5) = (h, N_q, N_k)" in layer
+    assert re.search(r"Q = X @ W_Q\s+\(3, 16\)", layer) and re.search(r"K = X_kv @ W_K\s+\(5, 16\)", layer)
+    assert re.search(r"X_kv\s+\(5, 16\)", layer)
 
 
-def test_the_exercises_start_blank(block):
-    assert block.count("Feedback (not attempted yet)") == 2
+def test_the_exercises_start_blank(block, layer):
+    assert block.count("Feedback (not attempted yet)") == 1 and layer.count("Feedback (not attempted yet)") == 1
 
 
 # ------------------------------------------------------------------ 11_real_heads
@@ -352,8 +357,8 @@ def test_09_says_no_more_than_it_shows():
     """Cross-attention's two lengths may differ (nothing forces N_q != N_k); only a pre-norm stream
     is a plain running sum; the first token's large vector is linked to Sun et al.'s "massive
     activations" as a likely link, since we measured whole vectors, not single features."""
-    prose = markdown_text("09_the_block.ipynb")
-    assert "N_q \\ne N_k" not in prose and "$N_q$ and $N_k$ can differ" in prose
+    prose, p10 = markdown_text("09_the_block.ipynb"), markdown_text("10_a_real_layer.ipynb")
+    assert "N_q \\ne N_k" not in p10 and "$N_q$ (the queries) and $N_k$ (the keys) can differ" in p10
     assert "running sum that each block adds to" not in prose
     assert "In a pre-norm model the stream is a plain running sum" in prose
     assert "this is a likely link to their finding, not a check of it" in prose
@@ -388,7 +393,7 @@ def test_07_to_12_wording_fixed_after_the_cold_read():
     """Random weights are not called pretrained (07); the sink on [CLS] is not put down to
     distillation (10); no literal backslash-n (09); a causal model has no built-in distance signal,
     not no way to tell (09); Sun et al.'s example figure (09); heads are named LxHy (10); 09's layer
-    12 is said to be 10's L11; FlashAttention-4's rescaling is a third-party reading (11); 12 assumes 05."""
+    12 is said to be 11's L11; FlashAttention-4's rescaling is a third-party reading (11); 12 assumes 05."""
     p07, p09, p10 = (markdown_text(n) for n in ("07_pitfalls.ipynb", "09_the_block.ipynb", "11_real_heads.ipynb"))
     p11, p12 = markdown_text("12_long_context.ipynb"), markdown_text("14_capstone.ipynb")
     assert "With *pretrained* weights, such as these" not in p07 and "random weights from `init_params`" in p07
@@ -401,6 +406,6 @@ def test_07_to_12_wording_fixed_after_the_cold_read():
     assert "not how far back each one is" not in p09 and "no built-in signal of how far back" in p09
     assert "up to about 100,000 times larger" in p09
     assert "Heads are named LxHy: layer x, head y, both counted from 0" in p10
-    assert "the block that notebook 10 calls L11" in p09
+    assert "the block that notebook 11 calls L11" in p09
     assert "not from an official description by its authors" in p11 and "Modal (2025)" in p11
     assert "or at least 01, 02, 03, 05" in p12

@@ -72,13 +72,13 @@ def test_the_90_minute_class_has_setup_a_break_and_a_buffer():
     assert "| before | `make preflight`, `make models`" in TEXT  # the models are fetched before the class
 
 
-def test_the_second_session_covers_09_and_11_and_every_session_has_objectives():
+def test_the_second_session_covers_09_11_and_12_and_every_session_has_objectives():
     taught = " ".join(w for _, _, w in _rows("second session"))
-    for nb in ("09", "10", "11"):
+    for nb in ("09", "11", "12"):
         assert f"**{nb} " in taught, nb
     assert FLAT.count("**Learning objectives") == 2
     # the minutes a notebook's section gives it are its row's in the two-session plan
-    for nb, minutes in (("09", 13), ("10", 11), ("11", 15)):
+    for nb, minutes in (("09", 13), ("11", 11), ("12", 15)):
         row = next(b - a for a, b, w in _rows("second session") if f"**{nb} " in w)
         section = FLAT[FLAT.index(f"## {nb} ·"):]
         assert row == minutes and f"{minutes} minutes of the second session" in section[:600], nb
@@ -89,10 +89,10 @@ def test_the_27_minute_mark_is_gone_with_the_old_plan():
     assert (5, 27) not in _plan_rows() and (5, 28) in _plan_rows()
 
 
-def test_notebook_11_timing_adds_up():
+def test_notebook_12_timing_adds_up():
     """"About 25 minutes" = the core path's 5 + 10 + 5 minutes and the optional §4's 5 minutes;
     notebooks/README.md says the same."""
-    section = FLAT[FLAT.index("## 11 · Long context"):FLAT.index("## 12 ·")]
+    section = FLAT[FLAT.index("## 12 · Long context"):FLAT.index("## 13 ·")]
     assert "About 25 minutes" in section
     minutes = [int(m) for m in re.findall(r"\((\d+) minutes", section)]
     assert sum(minutes) == 25
@@ -182,7 +182,7 @@ def test_every_discussion_has_folded_answers():
     ("None of them: every wrong version returns the right shape", "Three of the eight are beliefs"),  # 07
     ("Both hold: most heads matter little", "They differ, and the reason is the models"),  # 10 vs 08
     ("or using distinct sizes, so that two axes", "Distinct sizes do not help here"),  # 02
-    ("language models without 09", "language models without 10"),  # 08's cross-reference
+    ("language models without 09", "language models without 11"),  # 08's cross-reference
     ("but not with $h$. Why not with $h$?", "doubling $h$ halves it"),  # 06's premise
     ("reuses the student's own", "students paste their own"),  # 12
     ("costs nothing in quality", "comparable with LayerNorm's"),  # 09
@@ -286,9 +286,9 @@ def test_the_release_holds_back_what_the_guide_says():
 
 
 def test_the_solutions_notebooks_cover_what_the_guide_says():
-    """"solutions.ipynb solves the exercises of 00, 01, 02, 04, 07 and 12 ...; block_solutions.ipynb
-    solves 09's two exercises; decoder_solutions.ipynb solves 13's two"."""
-    assert "solves the exercises of 00, 01, 02, 04, 07 and 12" in FLAT and "solves 09's two exercises" in FLAT
+    """"solutions.ipynb solves the exercises of notebooks 00, 01, 02, 04, 07 and 14 ...; block_solutions.ipynb
+    solves 09's exercise and 10's; decoder_solutions.ipynb solves 13's two"."""
+    assert "solves the exercises of notebooks 00, 01, 02, 04, 07 and 14" in FLAT and "solves 09's exercise and 10's" in FLAT
     assert "decoder_solutions.ipynb` solves 13's two" in FLAT
 
     def headings(name):
@@ -296,12 +296,12 @@ def test_the_solutions_notebooks_cover_what_the_guide_says():
         return [("".join(c["source"]).splitlines() or [""])[0] for c in cells if c["cell_type"] == "markdown"]
 
     numbers = {h[3:5] for h in headings("solutions.ipynb") if re.match(r"## \d\d ", h)}
-    assert numbers == {"00", "01", "02", "04", "07", "12"}
-    assert headings("block_solutions.ipynb")[0].endswith("09_the_block")
+    assert numbers == {"00", "01", "02", "04", "07", "14"}
+    assert headings("block_solutions.ipynb")[0].endswith("09_the_block and 10_a_real_layer")
     assert "13_a_model_that_writes" in headings("decoder_solutions.ipynb")[0]
     lessons = {p.name[:2] for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")
                if "NotImplementedError" in p.read_text()}
-    assert lessons == numbers | {"09", "13"}
+    assert lessons == numbers | {"09", "10", "13"}
 
 
 def test_binder_fetches_the_models():
@@ -369,14 +369,14 @@ def test_binder_is_for_students_only_on_a_release():
 def test_notebook_13_has_its_section_and_needs_the_models():
     """13 has a section like the others (time, two exercises, a discussion question with answers),
     stands in the lists of what needs the models, and in the plans' homework."""
-    section = FLAT[FLAT.index("## 13 · A model that writes"):FLAT.index("## A 90-minute class")]
+    section = FLAT[FLAT.index("## 13 · A model that writes"):FLAT.index("## 14 ·")]
     assert "**Discussion.**" in section and "<details><summary>Answers</summary>" in section
     assert "Exercise 1" in section and "Exercise 2" in section and "`make models`" in section
     minutes = [int(m) for m in re.findall(r"\((\d+) minutes\)", section)]
     assert "about 45 minutes" in section and sum(minutes) == 45
     assert "Accept every answer" in section
-    assert FLAT.count("09, 10 and 13") >= 2 and "09, 10 or 13" in FLAT
-    assert "The exercises of 09 and 13 are checked against the real models" in FLAT
+    assert FLAT.count("09, 10, 11 and 13") >= 2 and "09, 10, 11 or 13" in FLAT
+    assert "The exercises of 10 and 13 are checked against the real models" in FLAT
     assert "run 09 or 10" not in FLAT and "09's exercises need" not in FLAT
     assert "then 13" in _homework("second session")
     nb13 = (REPO / "notebooks" / "13_a_model_that_writes.ipynb").read_text()
@@ -433,7 +433,7 @@ def test_the_notebooks_with_slide_types_of_their_own_are_named():
     assert "00, 14_capstone and the dashboard have slide types of their own" in FLAT
     typed = {p.stem[:2] if p.stem[0].isdigit() else p.stem for p in (REPO / "notebooks").glob("*.ipynb")
              if any("slideshow" in c.get("metadata", {}) for c in json.loads(p.read_text())["cells"])}
-    assert typed == {"00", "12", "dashboard"}
+    assert typed == {"00", "14", "dashboard"}
 
 
 def test_room_mode_fits_the_plan_and_the_ports():

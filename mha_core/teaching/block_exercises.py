@@ -1,4 +1,4 @@
-"""Checkers for the two exercises of notebook 09_the_block: RMSNorm, and one real encoder layer.
+"""Checkers for the exercises of notebooks 09_the_block (RMSNorm) and 10_a_real_layer (one real encoder layer).
 
     def rms_norm(x, weight, eps):
         raise NotImplementedError("your code here")
