@@ -1,11 +1,11 @@
 """Lesson markers: ``pytest -m lesson03`` runs the tests that defend notebook 03.
 
 A pytest plugin, loaded by ``pytest_plugins = ["lesson_markers"]`` in tests/conftest.py. It
-registers the markers ``lesson00`` ... ``lesson12`` (one per lesson notebook in notebooks/) and
+registers the markers ``lesson00`` ... ``lesson14`` (one per lesson notebook in notebooks/) and
 marks, at collection:
 
 * the lesson notebook itself (nbval's items of ``notebooks/03_worked_example.ipynb``);
-* its claims, ``tests/test_lesson_claims_03.py`` (``test_lesson_claims_09_10.py``: both);
+* its claims, ``tests/test_lesson_claims_03.py`` (``test_lesson_claims_09_11.py``: 09, 10 and 11);
 * any test whose id names the notebook (``test_prose_numbers.py::...[03_worked_example]``);
 * the test files of :data:`LESSONS_OF_FILE`, the one place that says which other test files
   defend which lessons.
@@ -46,25 +46,25 @@ LESSONS_OF_FILE: dict[str, tuple[str, ...]] = {
     "test_heads_panel.py": ("04",),
     "test_kv_panel.py": ("06",),
     # exercises and pitfalls
-    "test_exercises.py": ("00", "01", "02", "04", "07", "12"),
+    "test_exercises.py": ("00", "01", "02", "04", "07", "14"),
     "test_pitfalls.py": ("02", "07"),
-    "test_block_exercises.py": ("09",),
-    "test_solutions.py": ("00", "01", "02", "04", "07", "12"),  # the solved exercises of exercises.py
+    "test_block_exercises.py": ("09", "10"),
+    "test_solutions.py": ("00", "01", "02", "04", "07", "14"),  # the solved exercises of exercises.py
     # decoding, training, the block, real models, long context
     "test_decode.py": ("06",),
     "test_trainer.py": ("08",),
     "test_tasks.py": ("08",),
     "test_toy_models.py": ("08",),
     "test_backward.py": ("08",),
-    "test_models_blocks.py": ("09",),
-    "test_rope.py": ("09", "10"),
-    "test_models_minilm.py": ("09", "10"),
-    "test_models_smollm2.py": ("09", "10"),
-    "test_models_model.py": ("09", "10"),
-    "test_models_patterns.py": ("10",),
-    "test_real_head_figures.py": ("10",),
-    "test_flash.py": ("11",),
-    "test_tiled.py": ("11",),
+    "test_models_blocks.py": ("09", "10"),
+    "test_rope.py": ("09", "11"),
+    "test_models_minilm.py": ("09", "10", "11"),
+    "test_models_smollm2.py": ("09", "10", "11"),
+    "test_models_model.py": ("09", "10", "11"),
+    "test_models_patterns.py": ("11",),
+    "test_real_head_figures.py": ("11",),
+    "test_flash.py": ("12",),
+    "test_tiled.py": ("12",),
     # the model that writes: the decoder layer, the loop, the encoder-decoder
     "test_decoder_exercises.py": ("13",),
     "test_seq2seq.py": ("13",),
@@ -82,8 +82,9 @@ def lessons_of(path: Path, nodeid: str = "", stems: dict[str, str] | None = None
     stems = lesson_notebooks() if stems is None else stems
     name = path.name
     found = set(LESSONS_OF_FILE.get(name, ()))
-    if m := CLAIMS_FILE.match(name):
-        found |= {n for n in m.groups() if n}
+    if m := CLAIMS_FILE.match(name):  # test_lesson_claims_09_11.py: 09 to 11
+        first, last = m.group(1), m.group(2) or m.group(1)
+        found |= {f"{n:02d}" for n in range(int(first), int(last) + 1)}
     if (m := LESSON_NOTEBOOK.match(name)) and path.parent == NOTEBOOKS:
         found.add(m.group(1))
     found |= {n for n, stem in stems.items() if re.search(rf"(?<![\w]){re.escape(stem)}(?![\w])", nodeid)}
