@@ -149,3 +149,48 @@ def generate_recomputed(ids, n_new, parts):
         out.append(int(np.argmax(parts.head(x[-1:])[0])))
         ids.append(out[-1])
     return out
+
+
+# ------------------------------------------------------------------ cross-attention, one decoding step
+
+
+def cross_attention(x_t, t, memory, n_src, layer, cache, mistake=None):
+    """The decoder's new tokens x_t (B, d_model) read the encoder's memory (B, P, d_model): queries
+    from x_t, keys and values from the memory, computed at t = 0 and kept in ``cache``; the pads
+    (on the left) masked. Returns out (B, d_model) and the weights (B, h, P)."""
+    h, d_k = layer.n_heads, layer.d_k
+    B, P, _ = memory.shape
+    if mistake == "kv_recomputed" or not cache:
+        kv_in = x_t[:, None, :] if mistake == "kv_from_decoder" else memory  # (B, S, d_model)
+        cache["K"] = layer.project(kv_in, "K").reshape(B, -1, h, d_k).transpose(0, 2, 1, 3)  # (B, h, S, d_k)
+        cache["V"] = layer.project(kv_in, "V").reshape(B, -1, h, d_k).transpose(0, 2, 1, 3)  # (B, h, S, d_k)
+    if mistake == "kv_from_decoder":  # the new token's own key and value, every step
+        cache["K"] = layer.project(x_t[:, None, :], "K").reshape(B, 1, h, d_k).transpose(0, 2, 1, 3)
+        cache["V"] = layer.project(x_t[:, None, :], "V").reshape(B, 1, h, d_k).transpose(0, 2, 1, 3)
+    q_in = memory if mistake == "q_from_encoder" else x_t[:, None, :]  # (B, M, d_model)
+    M = q_in.shape[1]
+    q = layer.project(q_in, "Q").reshape(B, M, h, d_k).transpose(0, 2, 1, 3)  # (B, h, M, d_k)
+    s = q @ cache["K"].transpose(0, 1, 3, 2)  # (B, h, M, S)
+    if mistake != "no_scale":
+        s = s / np.sqrt(d_k)
+    S = s.shape[-1]
+    pos = np.arange(S)  # the key positions
+    if mistake == "kv_from_decoder":
+        keep = np.ones((B, S), bool)
+    elif mistake == "mask_wrong_side":
+        keep = pos[None, :] < n_src[:, None]  # the first n_src: where the pads are
+    elif mistake == "no_padding_mask":
+        keep = np.ones((B, S), bool)
+    else:
+        keep = pos[None, :] >= P - n_src[:, None]  # (B, P): the last n_src positions are the real ones
+    if mistake == "causal_mask":
+        keep = keep & (pos <= t)[None, :]
+    s = np.where(keep[:, None, None, :], s, -1e30)  # a fully masked row becomes uniform, not NaN
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w = w / w.sum(-1, keepdims=True)  # (B, h, M, S)
+    out = layer.project((w @ cache["V"]).transpose(0, 2, 1, 3).reshape(B, M, h * d_k), "O")  # (B, M, d_model)
+    return (out[:, 0], w[:, :, 0]) if M == 1 else (out, w)
+
+
+def wrong_cross(mistake):
+    return partial(cross_attention, mistake=mistake)
