@@ -41,7 +41,7 @@ def test_the_exercises_are_the_lessons_stubs():
         "00-softmax", "01-scale", "01-attention", "02-split_heads", "04-causal_mask", "07-merge_heads",
         "09-rms_norm", "09-encoder_layer", "12-multi_head_attention", "12-params_768_12",
         "12-d_k_768_12", "12-attention_macs_512_8_2000", "12-kv_cache_gqa_mib",
-        "13-decoder_layer", "13-generation_loop"]
+        "13-decoder_layer", "13-generation_loop", "13-cross_attention"]
     assert found["01-scale"].check == "check_scale(my_scale, d_model=big.d_model, n_heads=big.h)"
     # a checker called on the library's own pitfall (07's demonstration) is not an exercise
     assert coursework.cell_exercise("verdict = check_attention(pf.attention_mask_after_softmax)", "07_x", 0) is None
