@@ -167,4 +167,14 @@ def the_recap_counts_the_cache(counted, steps):
     assert counted.counts("Q")[0] == steps
 
 
+@CLAIMS(
+    r"`scaled_dot_product_attention` is refused.",
+    after="def cross_attention(x_t, t, memory, n_src, layer, cache):",
+)
+def the_scaled_dot_product_is_the_readers():
+    refused = cross_attention_exercises._REFUSED
+    assert "scaled_dot_product_attention" in refused
+    assert not {"softmax", "split_heads", "merge_heads"} & set(refused)
+
+
 test_quotes, test_claim = CLAIMS.tests(marks=(pytest.mark.models,))

@@ -71,6 +71,8 @@ class CrossLayer:
     calls : list of (step, name, rows)
         Every call of ``project``: the decoding step it came in (set by the caller), the weight's
         name and how many rows it projected.
+    step : int
+        The decoding step the caller is at (``greedy_with`` sets it before each call).
     """
 
     n_heads: int
