@@ -2,7 +2,8 @@
 
 The folder tree is the architecture. ``core`` imports none of the other subpackages;
 ``training`` and ``models`` import ``core`` and nothing else of the package; ``teaching`` imports
-``core`` and ``models`` (an exercise rebuilds one real model layer from its blocks); ``ui``,
+``core``, ``models`` (an exercise rebuilds one real model layer from its blocks) and ``training``
+(an exercise writes one step of the trained encoder-decoder's cross-attention); ``ui``,
 the dashboard, draws all of them, so it alone may import every other subpackage. No module
 imports itself back through others. ``tests/test_architecture.py`` checks all of this.
 
@@ -28,6 +29,8 @@ imports itself back through others. ``tests/test_architecture.py`` checks all of
         exercises  check_* -> Feedback             the notebooks' exercises
         diagnosis  LibraryWatch, explain_error     the checkers' plain words for the reader's errors
         demo       SENTENCE, PASSAGE, embed_tokens the demo sentence and its (N, d_model) input
+        cross_attention_exercises  check_cross_attention   one decoding step of cross-attention, on the
+                                                   trained digit-reversal model (training/seq2seq)
     training/   the toy task and its trainer (notebook 08)
         tasks      OffsetPairTask                  a toy task that needs two relationships at once
         trainer    train, accuracy, head_ablation  a tiny NumPy model trained with Adam

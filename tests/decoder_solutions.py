@@ -149,3 +149,49 @@ def generate_recomputed(ids, n_new, parts):
         out.append(int(np.argmax(parts.head(x[-1:])[0])))
         ids.append(out[-1])
     return out
+
+
+# ------------------------------------------------------------------ cross-attention, one decoding step
+
+
+def cross_attention(x_t, t, memory, n_src, layer, cache, mistake=None):
+    """The decoder's new tokens x_t (B, d_model) read the encoder's memory (B, P, d_model): queries
+    from x_t, keys and values from the memory, computed at t = 0 and kept in ``cache``; the pads
+    (on the left) masked. Returns out (B, d_model) and the weights (B, h, P). With ``mistake=``,
+    one classic slip."""
+    h, d_k = layer.n_heads, layer.d_k
+    B, P, _ = memory.shape
+    new = x_t[:, None, :]  # (B, 1, d_model)
+    if mistake in ("kv_from_decoder", "roles_swapped"):
+        kv_in = new  # the new token's own key and value
+    elif mistake == "kv_from_decoder_prefix":  # the decoder's tokens so far: self-attention
+        cache["x"] = kv_in = new if t == 0 else np.concatenate([cache["x"], new], 1)  # (B, t + 1, d_model)
+    else:
+        kv_in = memory
+    if kv_in is not memory or mistake == "kv_recomputed" or not cache:
+        cache["K"] = layer.project(kv_in, "K").reshape(B, -1, h, d_k).transpose(0, 2, 1, 3)  # (B, h, S, d_k)
+        cache["V"] = layer.project(kv_in, "V").reshape(B, -1, h, d_k).transpose(0, 2, 1, 3)  # (B, h, S, d_k)
+    q_in = memory if mistake in ("q_from_encoder", "roles_swapped") else new  # (B, M, d_model)
+    M = q_in.shape[1]
+    q = layer.project(q_in, "Q").reshape(B, M, h, d_k).transpose(0, 2, 1, 3)  # (B, h, M, d_k)
+    s = q @ cache["K"].transpose(0, 1, 3, 2)  # (B, h, M, S)
+    if mistake != "no_scale":
+        s = s / np.sqrt(d_k)
+    pos = np.arange(s.shape[-1])  # the key positions
+    if kv_in is not memory or mistake in ("no_padding_mask", "causal_only"):
+        keep = np.ones((B, s.shape[-1]), bool)
+    elif mistake == "mask_wrong_side":
+        keep = pos[None, :] < n_src[:, None]  # the first n_src: where the pads are
+    else:
+        keep = pos[None, :] >= P - n_src[:, None]  # (B, P): the last n_src positions are the real ones
+    if mistake in ("causal_mask", "causal_only"):
+        keep = keep & (pos <= t)[None, :]
+    s = np.where(keep[:, None, None, :], s, -1e30)  # a fully masked row becomes uniform, not NaN
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w = w / w.sum(-1, keepdims=True)  # (B, h, M, S)
+    out = layer.project((w @ cache["V"]).transpose(0, 2, 1, 3).reshape(B, M, h * d_k), "O")  # (B, M, d_model)
+    return (out[:, 0], w[:, :, 0]) if M == 1 else (out, w)
+
+
+def wrong_cross(mistake):
+    return partial(cross_attention, mistake=mistake)

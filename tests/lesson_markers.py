@@ -67,6 +67,7 @@ LESSONS_OF_FILE: dict[str, tuple[str, ...]] = {
     "test_tiled.py": ("12",),
     # the model that writes: the decoder layer, the loop, the encoder-decoder
     "test_decoder_exercises.py": ("13",),
+    "test_cross_attention_exercises.py": ("13",),
     "test_seq2seq.py": ("13",),
 }
 

@@ -39,7 +39,7 @@ def test_the_exercises_are_the_lessons_stubs():
     found = {ex.grade_id: ex for ex in coursework.exercises()}
     assert list(found) == [
         "00-softmax", "01-scale", "01-attention", "02-split_heads", "04-causal_mask", "07-merge_heads",
-        "09-rms_norm", "10-encoder_layer", "13-decoder_layer", "13-generation_loop",
+        "09-rms_norm", "10-encoder_layer", "13-decoder_layer", "13-generation_loop", "13-cross_attention",
         "14-multi_head_attention", "14-params_768_12", "14-d_k_768_12", "14-attention_macs_512_8_2000",
         "14-kv_cache_gqa_mib"]
     assert found["01-scale"].check == "check_scale(my_scale, d_model=big.d_model, n_heads=big.h)"

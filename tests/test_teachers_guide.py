@@ -287,9 +287,9 @@ def test_the_release_holds_back_what_the_guide_says():
 
 def test_the_solutions_notebooks_cover_what_the_guide_says():
     """"solutions.ipynb solves the exercises of notebooks 00, 01, 02, 04, 07 and 14 ...; block_solutions.ipynb
-    solves 09's exercise and 10's; decoder_solutions.ipynb solves 13's two"."""
+    solves 09's exercise and 10's; decoder_solutions.ipynb solves 13's three"."""
     assert "solves the exercises of notebooks 00, 01, 02, 04, 07 and 14" in FLAT and "solves 09's exercise and 10's" in FLAT
-    assert "decoder_solutions.ipynb` solves 13's two" in FLAT
+    assert "decoder_solutions.ipynb` solves 13's three" in FLAT
 
     def headings(name):
         cells = json.loads((REPO / "notebooks" / "solutions" / name).read_text())["cells"]
@@ -367,11 +367,12 @@ def test_binder_is_for_students_only_on_a_release():
 
 
 def test_notebook_13_has_its_section_and_needs_the_models():
-    """13 has a section like the others (time, two exercises, a discussion question with answers),
+    """13 has a section like the others (time, three exercises, a discussion question with answers),
     stands in the lists of what needs the models, and in the plans' homework."""
     section = FLAT[FLAT.index("## 13 · A model that writes"):FLAT.index("## 14 ·")]
     assert "**Discussion.**" in section and "<details><summary>Answers</summary>" in section
-    assert "Exercise 1" in section and "Exercise 2" in section and "`make models`" in section
+    assert "Exercise 1" in section and "Exercise 2" in section and "Exercise 3" in section
+    assert "`make models`" in section
     minutes = [int(m) for m in re.findall(r"\((\d+) minutes\)", section)]
     assert "about 45 minutes" in section and sum(minutes) == 45
     assert "Accept every answer" in section
@@ -380,8 +381,8 @@ def test_notebook_13_has_its_section_and_needs_the_models():
     assert "run 09 or 10" not in FLAT and "09's exercises need" not in FLAT
     assert "then 13" in _homework("second session")
     nb13 = (REPO / "notebooks" / "13_a_model_that_writes.ipynb").read_text()
-    for word in ("check_decoder_layer", "check_generation_loop"):
-        assert word in nb13  # the two checkers behind the two exercises
+    for word in ("check_decoder_layer", "check_generation_loop", "check_cross_attention"):
+        assert word in nb13  # the three checkers behind the three exercises
 
 
 @pytest.mark.parametrize("plan, at_least", [("90", 5), ("60", 3), ("second session", 3)])

@@ -279,8 +279,8 @@ class CrossCache:
     mask: np.ndarray
 
 
-def encoder_cache(params, src, n_src, n_heads: int) -> CrossCache:
-    """Run the encoder once and project its memory to the cross-attention's K and V.
+def encode(params, src, n_src, n_heads: int) -> np.ndarray:
+    """The encoder's output, the memory that cross-attention reads: (B, P, d_model).
 
     Parameters
     ----------
@@ -294,8 +294,22 @@ def encoder_cache(params, src, n_src, n_heads: int) -> CrossCache:
     src = _check_tokens(src, "src", P)
     mask = source_mask(_check_n_src(n_src, src), P)  # (B, 1, 1, P)
     e = p["src_emb"][src] + p["src_pos"]  # (B, P, d_model)
-    memory = e + mha_forward(e, _layer(p, "enc"), n_heads, mask=mask)[0]  # (B, P, d_model)
-    cross = _layer(p, "cross")
+    return e + mha_forward(e, _layer(p, "enc"), n_heads, mask=mask)[0]  # (B, P, d_model)
+
+
+def encoder_cache(params, src, n_src, n_heads: int) -> CrossCache:
+    """Run the encoder once and project its memory to the cross-attention's K and V.
+
+    Parameters
+    ----------
+    params : dict of the model's weights
+    src : int ndarray of shape (B, P), left-padded sources
+    n_src : int ndarray of shape (B,)
+    n_heads : int
+    """
+    memory = encode(params, src, n_src, n_heads)  # (B, P, d_model)
+    mask = source_mask(np.asarray(n_src), memory.shape[1])  # (B, 1, 1, P)
+    cross = _layer(params, "cross")
     K = split_heads(linear(memory, cross, "K"), n_heads)  # (B, P, h*d_k) -> (B, h, P, d_k)
     V = split_heads(linear(memory, cross, "V"), n_heads)  # (B, h, P, d_v)
     return CrossCache(K, V, mask)
