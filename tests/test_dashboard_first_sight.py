@@ -335,7 +335,12 @@ def test_section_2_says_what_changes_and_compares_heads_at_390(browser, server):
     n_after = page.locator(".mha-heads-N .widget-readout").inner_text()
     assert n_after != n_before
     expect(page.locator(".mha-heads-moved")).to_contain_text(f"N is now {n_after} (was {n_before})")
-    expect(causal).to_have_text(re.compile("causal mask: off"))
+    # the random layer keeps the mask the page showed (it was on, locked); the reader turns it off
+    expect(causal).to_have_text(re.compile("causal mask: on"))
+    assert "mask" not in page.locator(".mha-heads-moved").inner_text()
+    causal.tap()
+    expect(causal).to_have_text(re.compile("causal mask: off"), timeout=UPDATE_TIMEOUT_MS)
+    assert "mod-active" not in causal.get_attribute("class")
     causal.tap()
     expect(causal).to_have_text(re.compile("causal mask: on"), timeout=UPDATE_TIMEOUT_MS)
     assert "mod-active" in causal.get_attribute("class")
