@@ -13,7 +13,10 @@ kernel how wide the panel is, and the panel draws its chart for that width:
 
 The figure is shown at its own width in CSS px (``PANEL_DPI`` px per inch), so a font of ``pt``
 points reads as ``pt * PANEL_DPI / 72`` CSS px: 8 pt on a phone (10.7 px), 10 pt on a laptop
-(13.3 px), 16 pt on a panel from 1700 px wide (21.3 px, a projector's back row).
+(13.3 px), 16 pt on a panel from 1550 px wide (21.3 px, a projector's back row).
+
+Until the page has reported the width, the chart is drawn for a laptop (``for_width`` 0); the page
+(the ``mha`` template) keeps such a chart transparent, so that no one sees its small text.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ from matplotlib.text import Text
 
 from .controls import PANEL_DPI
 
-# Panel widths (CSS px) where the chart changes: a phone below PHONE_PX, a projector from WALL_PX
-# (a 1920 px window's panel is ~1890 px wide; the template's 24 px text starts at a 1900 px window).
-PHONE_PX, WALL_PX = 500, 1700
+# Panel widths (CSS px) where the chart changes: a phone below PHONE_PX, a projector from WALL_PX.
+# A 1920 px screen's window is often narrower than the screen (not maximised, a side panel: its
+# page then has the template's middle sizes, from a 1600 px window): a panel from 1550 px (a 1600 px
+# window's, less the page's margins and a scrollbar) gets the wall's chart, not a laptop's.
+PHONE_PX, WALL_PX = 500, 1550
 # The laptop chart's width (as before: 7.5 in at 96 px per inch), and the widest on a wall.
 LAPTOP_FIG_PX, WALL_FIG_PX = 720, 1500
 FONT_PT = {"phone": 8, "laptop": 10, "wall": 16}
