@@ -51,9 +51,9 @@ def test_a_forged_width_is_refused():
 
 
 def _drawn_texts(fig):
-    """Every text the figure draws: titles, axis labels, legends, notes, and the tick labels of the
+    """Every text the figure draws: its title, the axes' titles, axis labels, legends, notes, and the tick labels of the
     ticks inside the axes' limits (a locator also labels ticks beyond them, which are not drawn)."""
-    shown = []
+    shown = [fig._suptitle] if fig._suptitle else []
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             lo, hi = sorted(axis.get_view_interval())

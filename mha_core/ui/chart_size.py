@@ -9,7 +9,7 @@ kernel how wide the panel is, and the panel draws its chart for that width:
     ChartSize, chart_size(width)   the figure's size in inches and its font size in points
     redraw_for_width               a panel's chart redrawn when its PanelWidth reports a width
     smallest_text_px(fig)          the smallest text the figure draws, in its own pixels
-    wrapped_title(ax, text, pt)    a title wrapped to the figure's width, measured (never cut off)
+    wrapped_title(fig, text, pt)   a title wrapped to the figure's width, measured (never cut off)
 
 The figure is shown at its own width in CSS px (``PANEL_DPI`` px per inch), so a font of ``pt``
 points reads as ``pt * PANEL_DPI / 72`` CSS px: 8 pt on a phone (10.7 px), 10 pt on a laptop
@@ -93,26 +93,22 @@ def redraw_for_width(panel, make_plot: Callable[[ChartSize], object], aspect: fl
     panel.refresh()
 
 
-def wrapped_title(ax, text: str, fontsize: float, *, margin_px: float = 4) -> None:
-    """``ax``'s title: ``text`` wrapped at the longest line that fits inside the figure.
+def wrapped_title(fig: Figure, text: str, fontsize: float, *, margin_px: float = 6) -> Text:
+    """``fig``'s title (its suptitle: centred on the figure, which its layout keeps room for), with
+    ``text`` wrapped at the longest line that fits the figure's width, measured in its renderer.
 
     A guess of the characters per line from the font size cut the phone's cost title off at its
-    right edge ("..., crossov"). Here the figure's layout is run (not drawn) to find the axes, whose
-    middle the title is centred on, and the lines are measured in the figure's own renderer.
+    right edge ("..., crossov"); an axes' title is centred on the axes, off the figure's middle
+    by the axis labels, so it is the figure's own title here, and nothing needs laying out first.
     """
-    fig = ax.figure
-    title = ax.set_title(text, fontsize=fontsize)
-    engine = fig.get_layout_engine()
-    if engine is not None:
-        engine.execute(fig)
-    box = ax.get_position()  # figure fractions
-    centre = (box.x0 + box.x1) / 2 * fig.bbox.width  # device px
-    room = 2 * (min(centre, fig.bbox.width - centre) - margin_px * fig.dpi / PANEL_DPI)
+    title = fig.suptitle(text, fontsize=fontsize)
+    room = fig.bbox.width - 2 * margin_px * fig.dpi / PANEL_DPI  # device px
     renderer = fig.canvas.get_renderer()
     chars = len(text)
     while chars > 10 and title.get_window_extent(renderer).width > room:
         chars -= max(1, chars // 20)
         title.set_text(textwrap.fill(text, chars))
+    return title
 
 
 def smallest_text_px(fig: Figure) -> float:

@@ -246,8 +246,8 @@ class _CostPlot:
             self.cross.set_xdata([s["crossover"], s["crossover"]])
             top = float((s["curve_proj"] + s["curve_attn"]).max())
             self.ax.set_ylim(float(s["curve_attn"].min()) / 2, top * 2)
-            wrapped_title(self.ax, f"MACs against N (d_model={s['d_model']:,}; the same for every h), "
-                                   f"crossover at N = {s['crossover']:,}", self.size.font_pt)
+            wrapped_title(self.fig, f"MACs against N (d_model={s['d_model']:,}; the same for every h), "
+                                    f"crossover at N = {s['crossover']:,}", self.size.font_pt)
             self.fig.canvas.draw()  # the animated marker and note are left out
             self._background = self.fig.canvas.copy_from_bbox(self.fig.bbox)
             self._d_model = s["d_model"]
