@@ -133,9 +133,13 @@ def loaded(browser, server):
     page, rec, seconds = _load(browser, server)
     _record("page load, preheated kernel (s)", seconds)
     OPENING["heads caption"] = page.locator(".mha-heads-caption").text_content()
-    # the tests below start from the random layer (every h and N); the page opens on the trained one
+    # the tests below start from the random layer (every h and N) without the mask; the page opens
+    # on the trained one, whose mask (on) the random layer keeps until it is turned off
     page.locator(".mha-heads-kind button", has_text="random").click()
     expect(page.locator(".mha-heads-caption")).to_contain_text("RANDOM", timeout=UPDATE_TIMEOUT_MS)
+    expect(page.locator(".mha-heads-causal")).to_have_text("causal mask: on")
+    page.locator(".mha-heads-causal").click()
+    expect(page.locator(".mha-heads-causal")).to_have_text("causal mask: off", timeout=UPDATE_TIMEOUT_MS)
     page.evaluate(PAINT_PROBE, WATCH)
     yield page, rec
     page.close()
