@@ -48,3 +48,32 @@ def test_a_forged_width_is_refused():
     p = CostPanel()
     with pytest.raises(Exception, match="width"):
         p.screen.width = 10**9
+
+
+def _drawn_texts(fig):
+    """Every text the figure draws: its title, the axes' titles, axis labels, legends, notes, and the tick labels of the
+    ticks inside the axes' limits (a locator also labels ticks beyond them, which are not drawn)."""
+    shown = [fig._suptitle] if fig._suptitle else []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            shown += [t.label1 for t in axis.get_major_ticks() if lo <= t.get_loc() <= hi]
+        shown += [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.texts]
+        if ax.get_legend():
+            shown += ax.get_legend().get_texts()
+    return [t for t in shown if t.get_visible() and t.get_text().strip()]
+
+
+@pytest.mark.parametrize("panel", [CostPanel, KVCachePanel])
+@pytest.mark.parametrize("width", [320, 390, 768, 1366, 1920])
+def test_no_text_of_a_chart_is_cut_off(panel, width):
+    """Issue 34: on a phone the cost chart's title ran off its right edge ("..., crossov")."""
+    p = panel()
+    p.screen.width = width - 20  # the panel inside the page's margins (370 at 390, as measured)
+    p.refresh()
+    fig = p.plot.fig
+    renderer = fig.canvas.get_renderer()
+    W, H = fig.bbox.width, fig.bbox.height
+    out = [(t.get_text()[:40], [round(v) for v in e.extents]) for t in _drawn_texts(fig)
+           if (e := t.get_window_extent(renderer)).x0 < 0 or e.y0 < 0 or e.x1 > W or e.y1 > H]
+    assert out == [], (W, H, out)

@@ -6,6 +6,7 @@ Callbacks are driven the way the browser drives them: by setting widget values, 
 
 from __future__ import annotations
 
+import re
 import sys
 import types
 
@@ -157,6 +158,29 @@ def test_trained_mode_controls_show_what_the_figure_shows(fake_toy_models):
     assert (p.h.options, p.h.value, p.N.max, p.N.value) == (H.HEAD_CHOICES, 16, H.DEMO_MAX_TOKENS, 20)
     assert p.causal.value is False and not p.causal.disabled
     assert "no mask" in p.caption.value and p.status.value == ""
+
+
+def test_random_init_keeps_the_mask_the_page_showed_or_says_it_changed(fake_toy_models):
+    """Issue 34: the page opens on trained weights with the mask on (locked); "random init" turned
+    it off without a word. Now the random layer keeps the mask the reader saw, and a switch that
+    does move it (back to a random setting of the reader's own) says so, as for N and h."""
+    p = H.head_explorer(kind="trained")
+    assert p.causal.value is True and "causal mask: on" in p.causal.description
+    p.kind.value = "random"
+    assert p.causal.value is True and not p.causal.disabled and p.causal.description == "causal mask: on"
+    assert "causal mask" in p.caption.value and "no mask" not in p.caption.value
+    moved = re.search(r"class='mha-heads-moved'[^>]*>([^<]*)<", p.caption.value).group(1)
+    assert "N is now" in moved and "mask" not in moved  # N moved and says so; the mask did not move
+    p.causal.value = False  # the reader's own random setting
+    p.kind.value = "trained"
+    moved = re.search(r"class='mha-heads-moved'[^>]*>([^<]*)<", p.caption.value).group(1)
+    assert "the causal mask is now on (was off)" in moved, moved
+    p.kind.value = "random"  # the reader's setting comes back, and the panel says so
+    assert p.causal.value is False and p.causal.description == "causal mask: off"
+    moved = re.search(r"class='mha-heads-moved'[^>]*>([^<]*)<", p.caption.value).group(1)
+    assert "the causal mask is now off (was on)" in moved, moved
+    p.N.value = 7  # the note is said once: the next redraw has none
+    assert "mha-heads-moved" not in p.caption.value
 
 
 def test_the_toy_task_labels_are_not_numbered_twice():

@@ -9,14 +9,19 @@ kernel how wide the panel is, and the panel draws its chart for that width:
     ChartSize, chart_size(width)   the figure's size in inches and its font size in points
     redraw_for_width               a panel's chart redrawn when its PanelWidth reports a width
     smallest_text_px(fig)          the smallest text the figure draws, in its own pixels
+    wrapped_title(fig, text, pt)   a title wrapped to the figure's width, measured (never cut off)
 
 The figure is shown at its own width in CSS px (``PANEL_DPI`` px per inch), so a font of ``pt``
 points reads as ``pt * PANEL_DPI / 72`` CSS px: 8 pt on a phone (10.7 px), 10 pt on a laptop
-(13.3 px), 16 pt on a panel from 1700 px wide (21.3 px, a projector's back row).
+(13.3 px), 16 pt on a panel from 1550 px wide (21.3 px, a projector's back row).
+
+Until the page has reported the width, the chart is drawn for a laptop (``for_width`` 0); the page
+(the ``mha`` template) keeps such a chart transparent, so that no one sees its small text.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -27,9 +32,11 @@ from matplotlib.text import Text
 
 from .controls import PANEL_DPI
 
-# Panel widths (CSS px) where the chart changes: a phone below PHONE_PX, a projector from WALL_PX
-# (a 1920 px window's panel is ~1890 px wide; the template's 24 px text starts at a 1900 px window).
-PHONE_PX, WALL_PX = 500, 1700
+# Panel widths (CSS px) where the chart changes: a phone below PHONE_PX, a projector from WALL_PX.
+# A 1920 px screen's window is often narrower than the screen (not maximised, a side panel: its
+# page then has the template's middle sizes, from a 1600 px window): a panel from 1550 px (a 1600 px
+# window's, less the page's margins and a scrollbar) gets the wall's chart, not a laptop's.
+PHONE_PX, WALL_PX = 500, 1550
 # The laptop chart's width (as before: 7.5 in at 96 px per inch), and the widest on a wall.
 LAPTOP_FIG_PX, WALL_FIG_PX = 720, 1500
 FONT_PT = {"phone": 8, "laptop": 10, "wall": 16}
@@ -84,6 +91,24 @@ def redraw_for_width(panel, make_plot: Callable[[ChartSize], object], aspect: fl
     else:  # the same chart: the picture is re-blitted, not redrawn
         panel.plot.size = size
     panel.refresh()
+
+
+def wrapped_title(fig: Figure, text: str, fontsize: float, *, margin_px: float = 6) -> Text:
+    """``fig``'s title (its suptitle: centred on the figure, which its layout keeps room for), with
+    ``text`` wrapped at the longest line that fits the figure's width, measured in its renderer.
+
+    A guess of the characters per line from the font size cut the phone's cost title off at its
+    right edge ("..., crossov"); an axes' title is centred on the axes, off the figure's middle
+    by the axis labels, so it is the figure's own title here, and nothing needs laying out first.
+    """
+    title = fig.suptitle(text, fontsize=fontsize)
+    room = fig.bbox.width - 2 * margin_px * fig.dpi / PANEL_DPI  # device px
+    renderer = fig.canvas.get_renderer()
+    chars = len(text)
+    while chars > 10 and title.get_window_extent(renderer).width > room:
+        chars -= max(1, chars // 20)
+        title.set_text(textwrap.fill(text, chars))
+    return title
 
 
 def smallest_text_px(fig: Figure) -> float:

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import textwrap
 from functools import partial
 
 import ipywidgets as widgets
@@ -15,7 +14,14 @@ import numpy as np
 from ..core.config import MHAConfig
 from ..core.counts import count_macs, count_params
 from ..core.validate import check_positive_int
-from .chart_size import ChartSize, PanelWidth, chart_size, redraw_for_width, smallest_text_px
+from .chart_size import (
+    ChartSize,
+    PanelWidth,
+    chart_size,
+    redraw_for_width,
+    smallest_text_px,
+    wrapped_title,
+)
 from .controls import (
     MAX_HEADS,
     PANEL_DPI,
@@ -226,8 +232,6 @@ class _CostPlot:
             axis.set_minor_locator(NullLocator())
         plain_log_ticks(ax)
         ax.tick_params(labelsize=font)
-        # a title line at most as long as the chart is wide (about 0.55 em a character)
-        self._title_chars = max(20, int(size.width_px / (font * PANEL_DPI / 72 * 0.55)))
         self._d_model = None
         self._background = None
         self.full_draws = 0
@@ -242,9 +246,8 @@ class _CostPlot:
             self.cross.set_xdata([s["crossover"], s["crossover"]])
             top = float((s["curve_proj"] + s["curve_attn"]).max())
             self.ax.set_ylim(float(s["curve_attn"].min()) / 2, top * 2)
-            self.ax.set_title(textwrap.fill(f"MACs against N (d_model={s['d_model']:,}; the same for every h), "
-                                            f"crossover at N = {s['crossover']:,}", self._title_chars),
-                              fontsize=self.size.font_pt)
+            wrapped_title(self.fig, f"MACs against N (d_model={s['d_model']:,}; the same for every h), "
+                                    f"crossover at N = {s['crossover']:,}", self.size.font_pt)
             self.fig.canvas.draw()  # the animated marker and note are left out
             self._background = self.fig.canvas.copy_from_bbox(self.fig.bbox)
             self._d_model = s["d_model"]

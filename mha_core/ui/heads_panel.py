@@ -194,6 +194,8 @@ class HeadExplorer(Panel):
         self.last: tuple[np.ndarray, list[str], str, int | None] | None = None
         if kind == "trained":
             self._to_kind("trained")
+            # the page shows the mask on (locked): its random layer keeps it on, as the reader saw it
+            self._random_settings = (h, N, True)
             self._kind_note = ""  # the page opens on these settings: nothing moved
         self.refresh()
         if renderer == "png":
@@ -218,7 +220,7 @@ class HeadExplorer(Panel):
         models, N stops at the toy task's length, and the causal mask is on and locked (the model
         was trained causally). Random: the earlier random settings come back."""
         available = trained_available()
-        before = (self.h.value, self.N.value)
+        before = (self.h.value, self.N.value, self.causal.value)
         if kind == "trained" and available:
             self._random_settings = (self.h.value, self.N.value, self.causal.value)
             longest = toy_task().n
@@ -237,9 +239,11 @@ class HeadExplorer(Panel):
                 self.causal.disabled = False
                 self.causal.tooltip = CAUSAL_TIP
                 self.causal.value = causal
-        # a switch that moves h or N says so where the reader looks (under the controls)
+        # a switch that moves h, N or the mask says so where the reader looks (under the controls)
+        on_off = {True: "on", False: "off"}
         moved = [f"{name} is now {new} (was {old})" for name, old, new in
-                 (("h", before[0], self.h.value), ("N", before[1], self.N.value)) if old != new]
+                 (("h", before[0], self.h.value), ("N", before[1], self.N.value),
+                  ("the causal mask", on_off[before[2]], on_off[self.causal.value])) if old != new]
         self._kind_note = ("" if not moved else
                            f"{' and '.join(moved)}: the {'toy task has' if kind == 'trained' else 'random layer reads'} "
                            f"{'that many tokens' if kind == 'trained' else 'the sentence'}"
