@@ -258,6 +258,40 @@ def tree_rss(pid: int) -> int:
     return total
 
 
+
+class Peaks:
+    """While open: the peaks of one server process, sampled every ``every`` s: its kernel count,
+    the resident memory of its process tree and of the process alone (``growth``: above its start)."""
+
+    def __init__(self, pid: int, every: float = 0.5):
+        self.pid, self.every = pid, every
+        self.baseline = self.peak_server_bytes = rss_bytes(pid)
+        self.peak_kernels, self.peak_bytes = 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.peak_server_bytes = max(self.peak_server_bytes, rss_bytes(self.pid))
+            except FileNotFoundError:  # the server has exited
+                return
+            self.peak_kernels = max(self.peak_kernels, len(descendants(self.pid)))
+            self.peak_bytes = max(self.peak_bytes, tree_rss(self.pid))
+            self._stop.wait(self.every)
+
+    @property
+    def growth(self) -> int:
+        return self.peak_server_bytes - self.baseline
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
 # -- one kernel's websocket, as a hostile page could use it ---------------------------------------
 
 class KernelSocket:

@@ -29,11 +29,11 @@ import pytest
 from class_probe import KernelClient, get_page, kernel_id, pack, sliders, student
 from dashboard_server import (
     REPO,
+    Peaks,
     descendants,
     free_port,
     http,
     kernel_pids,
-    rss_bytes,
     voila_server,
 )
 from tornado.httpclient import HTTPClientError
@@ -49,34 +49,6 @@ SERVER_GROWTH_BOUND = 100 * MB
 # bounds "served meanwhile" loosely enough for a busy CI box. The blow-up held pages for minutes.
 SERVED_WITHIN_S = 90
 
-
-class PeakRSS:
-    """The peak resident memory of one process, sampled every 0.2 s."""
-
-    def __init__(self, pid: int):
-        self.pid, self.baseline = pid, rss_bytes(pid)
-        self.peak = self.baseline
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            try:
-                self.peak = max(self.peak, rss_bytes(self.pid))
-            except FileNotFoundError:
-                return
-
-    @property
-    def growth(self) -> int:
-        return self.peak - self.baseline
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
 
 async def _legacy_attempts(url: str, seconds: float) -> list[str]:
@@ -98,7 +70,7 @@ async def _legacy_attempts(url: str, seconds: float) -> list[str]:
 
 def test_legacy_protocol_refused():
     with voila_server() as srv:
-        with PeakRSS(srv.proc.pid) as rss:
+        with Peaks(srv.proc.pid, every=0.2) as rss:
             async def both():
                 legacy = asyncio.create_task(_legacy_attempts(srv.url, 20))
                 await asyncio.sleep(1)
@@ -134,7 +106,7 @@ def _bad_frames(session: str) -> dict[str, bytes | str]:
 
 def test_malformed_and_oversized_frames():
     with voila_server() as srv:
-        with PeakRSS(srv.proc.pid) as rss:
+        with Peaks(srv.proc.pid, every=0.2) as rss:
             async def run():
                 status, html = await get_page(srv.url)
                 assert status == 200
@@ -167,7 +139,7 @@ def test_client_that_does_not_read():
     the server closes its socket once ``max_queued_bytes`` (16 MB) wait for it, instead of holding
     them all, and another student is served meanwhile."""
     with voila_server() as srv:
-        with PeakRSS(srv.proc.pid) as rss:
+        with Peaks(srv.proc.pid, every=0.2) as rss:
             async def run():
                 status, html = await get_page(srv.url)
                 client = await KernelClient.open(srv.url, kernel_id(html))

@@ -27,13 +27,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from dashboard_server import (
+    Peaks,
     descendants,
     is_local,
     launch_chromium,
@@ -50,30 +50,6 @@ RENDER_TIMEOUT_MS = 300_000
 # One dashboard kernel is ~125 MB resident after rendering; bound it generously.
 KERNEL_BYTES_BOUND = 250 * MB
 
-
-class Sampler:
-    """Peak kernel count, peak resident memory of the server's process tree and of the server
-    process alone, every 0.5 s."""
-
-    def __init__(self, pid: int):
-        self.pid, self.peak_kernels, self.peak_bytes, self.peak_server_bytes = pid, 0, 0, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak_kernels = max(self.peak_kernels, len(descendants(self.pid)))
-            self.peak_bytes = max(self.peak_bytes, tree_rss(self.pid))
-            self.peak_server_bytes = max(self.peak_server_bytes, rss_bytes(self.pid))
-            self._stop.wait(0.5)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
 
 def _wait_no_kernels(pid: int, seconds: float) -> float:
@@ -139,7 +115,7 @@ def test_get_flood_stays_bounded():
         time.sleep(1)
         baseline = tree_rss(pid)
         statuses: list[int] = []
-        with Sampler(pid) as sampler, ThreadPoolExecutor(max_workers=16) as pool:
+        with Peaks(pid) as sampler, ThreadPoolExecutor(max_workers=16) as pool:
             t0 = time.monotonic()
             futures = []
             for i in range(FLOOD_GETS):
@@ -247,7 +223,7 @@ def test_class(server):
             ready_line = next(line for line in srv.log().splitlines() if line.startswith("Classroom ready"))
         warm_s = time.monotonic() - t_start
         before = {"tree": tree_rss(pid), "server": rss_bytes(pid), "kernels": len(descendants(pid))}
-        with Sampler(pid) as sampler:
+        with Peaks(pid) as sampler:
             records = asyncio.run(run_class(srv.url, SEATS, ARRIVAL_EVERY_S, MOVES))
         figures = summary(records)
         memory = {"server_peak_mb": sampler.peak_server_bytes / MB, "tree_peak_mb": sampler.peak_bytes / MB,
