@@ -374,10 +374,10 @@ def test_a_pattern_no_head_shows_clearly_has_its_button_off_and_says_why():
 
 def test_the_panel_says_what_it_reads(panel):
     """Issue 34: the line above the maps names the input shown, whatever changed it."""
-    assert "Reading the example sentence <q>The animal didn&#x27;t cross" in panel.label.value
+    assert "Reading the example sentence <q>The animal didn&#x27;t cross" in panel.reading.value
     panel.sentence.value = "my <own> words"
-    assert "Reading your sentence <q>my &lt;own&gt; words</q> (4 tokens)" in panel.label.value
+    assert "Reading your sentence <q>my &lt;own&gt; words</q> (4 tokens)" in panel.reading.value
     panel.induction_demo()
-    assert f"Reading the induction demo's input, {R.INDUCTION_PERIOD} random tokens" in panel.label.value
+    assert f"Reading the induction demo's input, {R.INDUCTION_PERIOD} random tokens" in panel.reading.value
     panel.back.click()
-    assert "Reading your sentence <q>my &lt;own&gt; words</q>" in panel.label.value
+    assert "Reading your sentence <q>my &lt;own&gt; words</q>" in panel.reading.value

@@ -203,6 +203,8 @@ class RealHeadsPanel(Panel):
         self.busy.add_class("mha-real-busy")
         self.about = widgets.HTML()
         self.about.add_class("mha-real-about")
+        self.reading = widgets.HTML()  # what the maps read (the sentence, or the demo's input)
+        self.reading.add_class("mha-real-reading-line")
         self.big_map = HeatmapGrid(tile=BIG_TILE, max_tile=BIG_MAX_TILE)  # drawn in the browser: hover, click
         self.big_map.add_class("mha-real-big")
         self.overview = ScoreGrid()
@@ -223,7 +225,7 @@ class RealHeadsPanel(Panel):
         side = widgets.Layout(flex="0 1 auto", max_width="min(100%, 36em)", margin="0 24px 0 0")  # map | overview
         wrap = widgets.Layout(flex_flow="row wrap")
         # the controls stay in view while the maps they drive scroll past (not the write mode below)
-        maps = widgets.HBox([widgets.VBox([self.big_map, self.about], layout=side), self.overview],
+        maps = widgets.HBox([widgets.VBox([self.big_map, self.reading, self.about], layout=side), self.overview],
                             layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start"))
         maps.add_class("mha-real-maps")  # a phone shows the caption and the maps before the controls
         heads = widgets.VBox([
@@ -575,13 +577,13 @@ class RealHeadsPanel(Panel):
                  f"{quantised_words(m) if m.quantised else 'not quantised'} &middot; <b>layer {layer}</b> of {n_layers}"
                  f" (0&ndash;{n_layers - 1}) &middot; <b>head {head}</b> of {h} (0&ndash;{h - 1})"
                  + (f" &middot; demo input, induction score {scores[layer, head]:.2f}" if self.mode == "induction" else ""))
-        # what the maps read, in a line of its own: the page's intro names no fixed sentence
+        # what the maps read, in a line of its own under the map: the page's intro names no fixed sentence
         reading = (f"the induction demo's input, {INDUCTION_PERIOD} random tokens and then the same "
                    f"{INDUCTION_PERIOD} again" if demo else
                    f"{'the example sentence' if sentence == EXAMPLE else 'your sentence'} "
                    f"<q>{html.escape(sentence)}</q>")
+        self.reading.value = f"<p class='mha-real-reading' role='status'>Reading {reading} ({n} tokens).</p>"
         self.label.value = (
-            f"<p class='mha-real-reading' role='status'>Reading {reading} ({n} tokens).</p>"
             f"<div class='mha-real-caption'>{short}<details class='mha-spec'><summary>exact setting</summary>"
             f"<b>{html.escape(m.label)}</b>: {html.escape(weights_said)} &middot; layers and heads counted from 0"
             f"{kv} &middot; {term('causal') if m.causal else term('bidirectional')} &middot; "
