@@ -13,7 +13,12 @@ What a first visit found, and what defends each fix here:
   - the cost and KV charts' text is at least 10 CSS px at 390 and 20 at 1920, as shown;
   - the induction demo says what it changed and gives the model and the sentence back;
   - section 2 says when a switch moves N, shows the mask on or off in words, compares heads two a row
-    on a phone; the write panel's rows fit a phone and its caption is in plain words.
+    on a phone; the write panel's rows fit a phone and its caption is in plain words;
+  - a second cold visit: the induction demo's map fits its box at 390, 1366 and 1920 px; the big
+    map's tip lies wholly on the screen; on a phone a "find a head" button or the demo brings the
+    changed map into view; the intro names no fixed sentence and a line under the map names what it
+    reads; a pattern that no head shows clearly (under the caption's CLEAR_SCORE) has its button off,
+    with the reason in text.
 """
 
 from __future__ import annotations
