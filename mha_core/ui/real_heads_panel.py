@@ -6,7 +6,10 @@
                          overview where a click opens a head, the layer's heads as small maps
                          (a click opens one);
                          buttons that find the head with the highest score for a pattern
-                         (previous token, first token, itself, "it" -> "animal"), and a one-click
+                         (previous token, first token, itself, "it" -> "animal"; a button is off,
+                         with the reason in words, when the input lacks the pattern's words or no
+                         head reaches CLEAR_SCORE on it); a line under the map naming what the maps
+                         read (the sentence, or the demo's input); and a one-click
                          induction demo (random tokens repeated twice, the repeat and the stripe marked)
 
 The models come from ``mha_core.models.load`` (``make models`` fetches them); the panel takes
