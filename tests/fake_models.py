@@ -2,7 +2,9 @@
 
 It has the interface of the real models (``encode``, ``tokens``, ``attention``, ``logits`` and
 the config facts) and planted, known heads: in every layer head 0 attends to the previous
-token, head 1 to the first token (a sink), and in the last layer head 2 is an induction head.
+token, head 1 to the first token (a sink), and in the last layer head 2 is an induction head;
+with 5 heads or more, head 3 attends to each token itself and, in layer 0, head 4 sends all of
+"it" to an earlier "animal".
 """
 
 from __future__ import annotations
@@ -62,6 +64,13 @@ class FakeModel:
         w[:, 0, 0, 0] = 1.0
         w[:, 1] = 0.0
         w[:, 1, :, 0] = 1.0
+        if self.n_heads >= 5:  # head 3 looks at each token itself; in layer 0, head 4 sends "it" to "animal"
+            w[:, 3] = np.eye(n)
+            words = self.tokens(ids)
+            if "it" in words and "animal" in words:
+                it, animal = words.index("it"), words.index("animal")
+                w[0, 4, it] = 0.0
+                w[0, 4, it, animal] = 1.0
         last = w[-1, 2]
         for i in range(n):  # induction: after the earlier occurrence of this token
             earlier = [j for j in range(i) if ids[j] == ids[i] and j + 1 < i]

@@ -12,7 +12,7 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-from fake_models import fake_loader
+from fake_models import FakeModel, fake_loader
 from widget_messages import forge
 
 from mha_core.ui import real_heads_panel as R
@@ -56,7 +56,7 @@ def test_the_panel_opens_on_the_head_with_the_most_weight_from_it_to_animal(load
     found = p.pattern_scores(*p._view)
     layer, head, score = R.patterns.top_heads(found["'it' → animal"], 1)[0]
     assert (p.layer.value, p.head.value) == (layer, head) and p.pattern == "'it' → animal"
-    assert 'from "it" to "animal"' in p.about.value or "none of the measured patterns" in p.about.value
+    assert 'sends most of the attention of "it" to "animal"' in p.about.value  # the fake's planted head 4
     with pytest.raises(ValueError, match="start"):
         R.RealHeadsPanel(load=load, start="vibes")
 
@@ -355,3 +355,29 @@ def test_a_busy_sign_shows_while_a_model_runs(panel, load):
     panel.sentence.value = "a sentence never run before"
     assert any("mha-busy" in v and f"running {R.MODELS['minilm'].split(' (')[0]}" in v for v in seen)
     assert panel.busy.value == "" and "mha-real-working" not in panel.widget._dom_classes
+
+
+def test_a_pattern_no_head_shows_clearly_has_its_button_off_and_says_why():
+    """Issue 34: with 4 heads the fake plants no "itself" head, so the best itself score is a random
+    head's, under the caption's CLEAR_SCORE: the button is off, and the page says so in text."""
+    small = FakeModel("minilm", causal=False, n_heads=4)
+    panel = R.RealHeadsPanel(load=lambda name: small, start=None)
+    best = float(panel.pattern_scores(*panel._view)["itself"].max())
+    assert best < R.CLEAR_SCORE
+    assert panel.presets["itself"].disabled and "mha-active" not in panel.presets["itself"]._dom_classes
+    assert f"itself: no head shows it clearly on this input (the highest itself score is {best:.2f}" \
+        in panel.find_note.value
+    assert f"{R.CLEAR_SCORE:.2f}" in panel.find_note.value and "clearly" in panel.presets["itself"].tooltip
+    assert panel.show_pattern("itself") is None and "no head shows it clearly" in panel.status.value
+    assert not panel.presets["previous token"].disabled  # its planted head 0 scores 1.00
+
+
+def test_the_panel_says_what_it_reads(panel):
+    """Issue 34: the line above the maps names the input shown, whatever changed it."""
+    assert "Reading the example sentence <q>The animal didn&#x27;t cross" in panel.reading.value
+    panel.sentence.value = "my <own> words"
+    assert "Reading your sentence <q>my &lt;own&gt; words</q> (4 tokens)" in panel.reading.value
+    panel.induction_demo()
+    assert f"Reading the induction demo's input, {R.INDUCTION_PERIOD} random tokens" in panel.reading.value
+    panel.back.click()
+    assert "Reading your sentence <q>my &lt;own&gt; words</q>" in panel.reading.value

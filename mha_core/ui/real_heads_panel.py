@@ -6,7 +6,10 @@
                          overview where a click opens a head, the layer's heads as small maps
                          (a click opens one);
                          buttons that find the head with the highest score for a pattern
-                         (previous token, first token, itself, "it" -> "animal"), and a one-click
+                         (previous token, first token, itself, "it" -> "animal"; a button is off,
+                         with the reason in words, when the input lacks the pattern's words or no
+                         head reaches CLEAR_SCORE on it); a line under the map naming what the maps
+                         read (the sentence, or the demo's input); and a one-click
                          induction demo (random tokens repeated twice, the repeat and the stripe marked)
 
 The models come from ``mha_core.models.load`` (``make models`` fetches them); the panel takes
@@ -203,6 +206,8 @@ class RealHeadsPanel(Panel):
         self.busy.add_class("mha-real-busy")
         self.about = widgets.HTML()
         self.about.add_class("mha-real-about")
+        self.reading = widgets.HTML()  # what the maps read (the sentence, or the demo's input)
+        self.reading.add_class("mha-real-reading-line")
         self.big_map = HeatmapGrid(tile=BIG_TILE, max_tile=BIG_MAX_TILE)  # drawn in the browser: hover, click
         self.big_map.add_class("mha-real-big")
         self.overview = ScoreGrid()
@@ -223,7 +228,7 @@ class RealHeadsPanel(Panel):
         side = widgets.Layout(flex="0 1 auto", max_width="min(100%, 36em)", margin="0 24px 0 0")  # map | overview
         wrap = widgets.Layout(flex_flow="row wrap")
         # the controls stay in view while the maps they drive scroll past (not the write mode below)
-        maps = widgets.HBox([widgets.VBox([self.big_map, self.about], layout=side), self.overview],
+        maps = widgets.HBox([widgets.VBox([self.big_map, self.reading, self.about], layout=side), self.overview],
                             layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start"))
         maps.add_class("mha-real-maps")  # a phone shows the caption and the maps before the controls
         heads = widgets.VBox([
@@ -475,6 +480,9 @@ class RealHeadsPanel(Panel):
             self.show_error(f"this input has no {name} to measure: the example sentence has "
                             "\"it\" and \"animal\"" if name == "'it' → animal" else f"no {name} score here")
             return None
+        if name in PATTERNS and (why := _unclear(name, found[name])):
+            self.show_error(why)
+            return None
         best = patterns.top_heads(found[name], 1)[0]
         self.pattern = name
         with self._quiet():
@@ -545,21 +553,23 @@ class RealHeadsPanel(Panel):
         # button is lit only while the open head is the one it finds
         self.pattern = next(p for p in (self.pattern, "previous token", "first token") if p in found)
         top = tuple(int(i) for i in patterns.top_heads(found[self.pattern], 1)[0][:2])
-        at_top = top == (layer, head)
+        # a button is off when its pattern cannot be measured here, or when no head shows it clearly
+        # (the best score under CLEAR_SCORE, where the caption says "none ... clearly"): said in text
+        why = {name: ('needs the words "it" and "animal" in the sentence (the example sentence has both)'
+                      if name not in found else _unclear(name, found[name])) for name in self.presets}
+        why = {name: text for name, text in why.items() if text}
+        at_top = top == (layer, head) and self.pattern not in why
         self._show_overview(fkey, found, view.short, layer, head)
         self.about.value = _about(found, layer, head, self.mode == "induction", self.pattern, at_top)
-        missing = [name for name in self.presets if name not in found]
         for name, button in self.presets.items():
-            button.disabled = name in missing
+            button.disabled = name in why
             lit = at_top and name == self.pattern and not button.disabled
             (button.add_class if lit else button.remove_class)("mha-active")
-            button.tooltip = (f"open the head with the highest {name} score" if name in found
-                              else 'needs the words "it" and "animal" in the sentence (try the example sentence)')
+            button.tooltip = why.get(name, f"open the head with the highest {name} score")
         lit = at_top and self.mode == "induction" and self.pattern == INDUCTION
         (self.induction.add_class if lit else self.induction.remove_class)("mha-active")
-        self.find_note.value = ("" if not missing else
-                                f"<p class='mha-real-find-why'>{html.escape(', '.join(missing))}: needs the words "
-                                "\"it\" and \"animal\" in the sentence (the example sentence has both).</p>")
+        self.find_note.value = "".join(f"<p class='mha-real-find-why'>{html.escape(name)}: {html.escape(text, quote=False)}.</p>"
+                                       for name, text in why.items())
         demo = self.mode == "induction"
         self.back.layout.display = None if demo else "none"
         self.demo_note.value = "" if not demo else _demo_note(m, MODELS.get(self._before_demo or model, model),
@@ -570,6 +580,12 @@ class RealHeadsPanel(Panel):
                  f"{quantised_words(m) if m.quantised else 'not quantised'} &middot; <b>layer {layer}</b> of {n_layers}"
                  f" (0&ndash;{n_layers - 1}) &middot; <b>head {head}</b> of {h} (0&ndash;{h - 1})"
                  + (f" &middot; demo input, induction score {scores[layer, head]:.2f}" if self.mode == "induction" else ""))
+        # what the maps read, in a line of its own under the map: the page's intro names no fixed sentence
+        reading = (f"the induction demo's input, {INDUCTION_PERIOD} random tokens and then the same "
+                   f"{INDUCTION_PERIOD} again" if demo else
+                   f"{'the example sentence' if sentence == EXAMPLE else 'your sentence'} "
+                   f"<q>{html.escape(sentence)}</q>")
+        self.reading.value = f"<p class='mha-real-reading' role='status'>Reading {reading} ({n} tokens).</p>"
         self.label.value = (
             f"<div class='mha-real-caption'>{short}<details class='mha-spec'><summary>exact setting</summary>"
             f"<b>{html.escape(m.label)}</b>: {html.escape(weights_said)} &middot; layers and heads counted from 0"
@@ -617,6 +633,16 @@ def _about(found: dict[str, np.ndarray], layer: int, head: int, demo: bool, chos
     listed = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
     return (f"<p class='mha-real-about-text'>Layer {layer}, head {head} shows none of the measured patterns clearly "
             f"(scores: {listed}); its attention is spread or follows something else.{best}</p>")
+
+
+def _unclear(name: str, scores: np.ndarray) -> str:
+    """Why the ``name`` button is off when no head shows the pattern clearly: the best of its
+    ``scores`` (layers, h) is under CLEAR_SCORE, the caption's own threshold; "" when one does."""
+    best = float(scores.max())
+    if best >= CLEAR_SCORE:
+        return ""
+    return (f"no head shows it clearly on this input (the highest {name} score is {best:.2f}; "
+            f"a head shows a pattern clearly from {CLEAR_SCORE:.2f})")
 
 
 def _demo_note(m, before: str, *, switched: bool) -> str:

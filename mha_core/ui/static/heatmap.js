@@ -22,6 +22,7 @@ const FONT_PX = 11;
 const TAP_TIP_MS = 1500; // after a tap, the tip stays this long
 const GAP_PX = 16; // between maps side by side (heatmap.css: .mha-heatmap-grid's column gap)
 const MIN_SMALL_PX = 72; // small multiples never shrink below this
+const TIP_MARGIN_PX = 4; // the tip keeps this far from the screen's edges
 
 function floats(model) {
   const dv = model.get("weights");
@@ -95,21 +96,34 @@ function render({ model, el }) {
   }
 
   // A map's side: 12 px a token (every label fits) between `tile` and `max_tile`, times the page's
-  // scale, and never wider than the room the page gives it.
-  // With `columns` set (small multiples), `columns` maps with their labels share the width, each
-  // shrunk as far as MIN_SMALL_PX if need be.
+  // scale, and never wider than the room the page gives it (room()): a map too wide for its box
+  // shrinks to fit it (as far as MIN_SMALL_PX), it is never cut off at the box's edge.
+  // With `columns` set (small multiples), `columns` maps with their labels share the width.
   function side(n, k) {
     const want = Math.min(Math.max(model.get("tile"), n * 12), Math.max(model.get("tile"), model.get("max_tile"))) * k;
     const cols = Math.max(1, model.get("columns"));
-    const width = frame() ? frame().clientWidth : 0;
-    const room = (width - 12 - (cols - 1) * GAP_PX) / cols - drawnLeft - 4;
+    const width = room();
     if (width <= 0) { return Math.round(want); }  // not laid out yet: the ResizeObserver below redraws
-    const least = model.get("columns") > 0 ? MIN_SMALL_PX : model.get("tile") * k;
-    return Math.round(Math.min(want, Math.max(room, least)));
+    const fits = (width - 12 - (cols - 1) * GAP_PX) / cols - drawnLeft - 4;
+    return Math.round(Math.min(want, Math.max(fits, MIN_SMALL_PX)));
   }
 
   // What bounds the maps' width: the panel (its width does not depend on the maps), else the parent.
   function frame() { return el.closest(".mha-panel") || el.parentElement; }
+
+  // The widest the maps may be: this element's width when it asks for the whole panel. A box
+  // between them (the real-model panel's map column, max-width 36em) may allow less than the
+  // panel, and its width follows its content, so it is measured with the content at its widest
+  // (for this one synchronous layout; the old width is put back at once).
+  function room() {
+    const f = frame();
+    if (!f || f.clientWidth <= 0) { return 0; }
+    const old = el.style.width;
+    el.style.width = f.clientWidth + "px";
+    const w = Math.min(el.clientWidth, f.clientWidth);
+    el.style.width = old;
+    return w;
+  }
 
   function scale() {
     return parseFloat(getComputedStyle(el).getPropertyValue("--mha-scale")) || 1;
@@ -217,21 +231,30 @@ function render({ model, el }) {
     return [Math.min(n - 1, Math.floor((y / S) * n)), Math.min(n - 1, Math.floor((x / S) * n))];
   }
 
-  // The tip stays inside the window: it opens to the left of the pointer near the right edge,
-  // and wraps on a screen narrower than its text.
+  // The tip stays inside what the screen shows (the visual viewport: a phone may be zoomed or
+  // scrolled sideways): it opens right of and below the pointer, to the left of or above it near
+  // an edge, is never wider than the screen (it wraps), and is clamped into it.
   function showTip(text, canvas, event) {
     clearTimeout(hideTimer);
     tip.textContent = text;
     tip.style.visibility = "visible";
-    const box = el.getBoundingClientRect(), vw = document.documentElement.clientWidth;
-    const r = canvas.getBoundingClientRect();
-    const x = event ? event.clientX + 12 : r.left, y = event ? event.clientY + 14 : r.bottom;
+    const vv = window.visualViewport;
+    const de = document.documentElement;
+    const x0 = vv ? vv.offsetLeft : 0, y0 = vv ? vv.offsetTop : 0;
+    const x1 = x0 + (vv ? vv.width : de.clientWidth), y1 = y0 + (vv ? vv.height : de.clientHeight);
+    tip.style.maxWidth = Math.max(0, x1 - x0 - 2 * TIP_MARGIN_PX) + "px";
     tip.style.left = "0px";
-    const w = tip.offsetWidth;
-    let left = x + w > vw - 4 ? (event ? event.clientX - 12 - w : vw - 4 - w) : x;
-    left = Math.max(4, left);
+    tip.style.top = "0px";
+    const w = tip.offsetWidth, h = tip.offsetHeight;
+    const box = el.getBoundingClientRect(), r = canvas.getBoundingClientRect();
+    const px = event ? event.clientX : r.left, py = event ? event.clientY : r.bottom;
+    let left = event ? px + 12 : px, top = event ? py + 14 : py;
+    if (left + w > x1 - TIP_MARGIN_PX && event) { left = px - 12 - w; }
+    if (top + h > y1 - TIP_MARGIN_PX) { top = (event ? py - 14 : r.top) - h; }
+    left = Math.max(x0 + TIP_MARGIN_PX, Math.min(left, x1 - TIP_MARGIN_PX - w));
+    top = Math.max(y0 + TIP_MARGIN_PX, Math.min(top, y1 - TIP_MARGIN_PX - h));
     tip.style.left = left - box.left + "px";
-    tip.style.top = y - box.top + "px";
+    tip.style.top = top - box.top + "px";
   }
 
   let hideTimer = 0;
