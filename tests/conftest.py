@@ -59,6 +59,7 @@ _TEST_MODULES: list = []  # the collected test modules, in order (for their timi
 
 MODEL_FIXTURES = {"minilm", "smollm2"}  # the cached real models (the *_reference fixtures use them)
 MODEL_NOTEBOOKS = {"09_the_block.ipynb", "10_a_real_layer.ipynb", "11_real_heads.ipynb", "block_solutions.ipynb", "13_a_model_that_writes.ipynb",
+                   "14_capstone.ipynb", "capstone_solutions.ipynb",
                    "decoder_solutions.ipynb"}
 
 

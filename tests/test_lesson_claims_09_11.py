@@ -408,4 +408,4 @@ def test_07_to_12_wording_fixed_after_the_cold_read():
     assert "Heads are named LxHy: layer x, head y, both counted from 0" in p10
     assert "the block that notebook 11 calls L11" in p09
     assert "not from an official description by its authors" in p11 and "Modal (2025)" in p11
-    assert "or at least 01, 02, 03, 05" in p12
+    assert "01, 02, 03, 05, 06, 07, 09 and 13" in p12

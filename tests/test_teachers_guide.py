@@ -187,7 +187,7 @@ def test_every_discussion_has_folded_answers():
     ("reuses the student's own", "students paste their own"),  # 12
     ("costs nothing in quality", "comparable with LayerNorm's"),  # 09
     ("arrow down opens an exercise", "a `###` heading a sub-slide (arrow down)"),  # the slides
-    ("hand it out after the class", "All three stay with the teacher"),  # the solutions
+    ("hand it out after the class", "All four stay with the teacher"),  # the solutions
 ])
 def test_a_wrong_answer_stays_fixed(gone, there):
     assert gone not in FLAT and there in FLAT
@@ -290,6 +290,7 @@ def test_the_solutions_notebooks_cover_what_the_guide_says():
     solves 09's exercise and 10's; decoder_solutions.ipynb solves 13's three"."""
     assert "solves the exercises of notebooks 00, 01, 02, 04, 07 and 14" in FLAT and "solves 09's exercise and 10's" in FLAT
     assert "decoder_solutions.ipynb` solves 13's three" in FLAT
+    assert "capstone_solutions.ipynb` solves the capstone's two on SmolLM2" in FLAT
 
     def headings(name):
         cells = json.loads((REPO / "notebooks" / "solutions" / name).read_text())["cells"]
@@ -299,6 +300,7 @@ def test_the_solutions_notebooks_cover_what_the_guide_says():
     assert numbers == {"00", "01", "02", "04", "07", "14"}
     assert headings("block_solutions.ipynb")[0].endswith("09_the_block and 10_a_real_layer")
     assert "13_a_model_that_writes" in headings("decoder_solutions.ipynb")[0]
+    assert "14_capstone" in headings("capstone_solutions.ipynb")[0]
     lessons = {p.name[:2] for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")
                if "NotImplementedError" in p.read_text()}
     assert lessons == numbers | {"09", "10", "13"}
@@ -376,8 +378,8 @@ def test_notebook_13_has_its_section_and_needs_the_models():
     minutes = [int(m) for m in re.findall(r"\((\d+) minutes\)", section)]
     assert "about 45 minutes" in section and sum(minutes) == 45
     assert "Accept every answer" in section
-    assert FLAT.count("09, 10, 11 and 13") >= 2 and "09, 10, 11 or 13" in FLAT
-    assert "The exercises of 10 and 13 are checked against the real models" in FLAT
+    assert FLAT.count("09, 10, 11, 13 and 14") >= 2 and "09, 10, 11, 13 or 14" in FLAT  # 14, the capstone, loads SmolLM2 too
+    assert "The exercises of 10, 13 and 14 are checked against the real models" in FLAT
     assert "run 09 or 10" not in FLAT and "09's exercises need" not in FLAT
     assert "then 13" in _homework("second session")
     nb13 = (REPO / "notebooks" / "13_a_model_that_writes.ipynb").read_text()
