@@ -129,7 +129,7 @@ def generate(ids, n_new, parts, mistake=None):
     out = []
     for _ in range(n_new):
         out.append(int(np.argmax(parts.head(x[-1:])[0])))
-        if len(out) < n_new:
+        if len(out) < n_new or mistake == "last_token_run":  # the last token need not go through the layers
             x, t = run(parts.embed([out[-1]]), [t]), t + 1
     return out
 

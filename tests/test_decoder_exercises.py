@@ -198,6 +198,17 @@ def test_recomputing_the_prefix_is_named_with_both_timings(smollm2):
                      r"\d+\.\d\d s recomputing", fb.message)
 
 
+def test_running_the_last_token_written_is_named_apart_from_recomputing(smollm2):
+    """A cached loop that also sends its last token through the layers (one pass too many) is told
+    so, not told to keep a cache it already keeps."""
+    fb = check_generation_loop(solution.wrong_loop("last_token_run"))
+    assert not fb.ok and fb.pitfall == "last_token_run", fb.message
+    n = smollm2.encode("The capital of France is").size
+    assert f"{n + 8} tokens where {n + 7} do" in fb.message
+    assert "keeps a KV cache" in fb.message and "Fix:" in fb.message
+    assert "keep each layer's K and V" not in fb.message
+
+
 @pytest.mark.parametrize("mistake", ["positions_not_advanced", "positions_fixed", "cache_appended_twice",
                                      "no_self_attention", "keys_cached_before_rope", "last_prompt_token_twice"])
 def test_each_loop_mistake_is_named(smollm2, mistake):

@@ -329,9 +329,11 @@ class DecoderParts:
 
 @dataclass
 class _Record:
-    """What a loop asked of its parts: tokens embedded, and the last row of every ``head`` call."""
+    """What a loop asked of its parts: tokens embedded (in all, and per call), and the last row of
+    every ``head`` call."""
 
     embedded: int = 0
+    calls: list = field(default_factory=list)  # tokens per parts.embed call, in order
     finals: list = field(default_factory=list)
 
 
@@ -342,6 +344,7 @@ def _parts(model, record: _Record | None = None) -> DecoderParts:
         rows = embed(table, np.asarray(ids).reshape(-1))  # (M, d_model)
         if record is not None:
             record.embedded += rows.shape[0]
+            record.calls.append(rows.shape[0])
         return rows
 
     def head(x) -> np.ndarray:
@@ -438,7 +441,7 @@ LOOP_MISTAKES: tuple[_Mistake, ...] = (
              "cache the rotated keys (each turned once, at its own position); the values are not rotated",
              {"rotate_cache": False}),
     _Mistake("last_prompt_token_twice", "the last prompt token sent through the layers again after the prefill",
-             "the prefill already gives the next token: take the argmax of head(x[-1]) before the first step",
+             "the prefill already gives the next token: take the argmax of parts.head(x[-1:]) before the first step",
              {"refeed_last": True}),
 )
 
@@ -461,10 +464,12 @@ def check_generation_loop(fn: Callable, *, prompt: str = GEN_PROMPT, max_new_tok
         Fewer if the model writes its end-of-text token first.
 
     The tokens must be the model's; the last layer's row that chose each token (what ``parts.head``
-    receives) must match it within 1e-3 of its size. A loop that sends more tokens through the
-    layers than the prompt and one per step (``parts.embed`` counts them) recomputes the prefix: its
-    tokens are right, and the verdict gives its time and those of the model's own loop with its
-    cache and recomputing.
+    receives) must match it within 1e-3 of its size. With a KV cache the layers see the prompt once
+    and then one token per step, the last token written excepted: ``n_new - 1`` after the prompt
+    (``parts.embed`` counts them). A loop whose embed calls are the prompt and then ``n_new`` single
+    tokens keeps the cache but also runs the last token (``last_token_run``: harmless, wasted). Any
+    other loop that sends more tokens recomputes the prefix: its tokens are right, and the verdict
+    gives its time and those of the model's own loop with its cache and recomputing.
     """
     _check_callable(fn)
     if not isinstance(prompt, str) or not prompt.strip():
@@ -503,6 +508,15 @@ def check_generation_loop(fn: Callable, *, prompt: str = GEN_PROMPT, max_new_tok
     _, right_finals = _loop(parts, ids, n)
     if _same_run(got, finals, want, right_finals):
         cached = ids.size + n - 1  # the prompt once, then one token per step
+        if record.calls == [ids.size] + [1] * n:  # the cache is used, and the last token run as well
+            return Feedback(False, f"Your tokens are right ({model.decode(got)!r}) and your loop keeps a KV "
+                                   f"cache, but it sent the last token it wrote through the layers too: "
+                                   f"{record.embedded:,} tokens where {cached:,} do (the prompt once, then one "
+                                   f"per step). That last pass is harmless but wasted: its keys and values go "
+                                   f"into a cache nothing reads again, and its output would choose token "
+                                   f"{n + 1}, which is not asked for. Fix: after the argmax of the last step, "
+                                   f"stop; embed and run a new token only when another one is still to be "
+                                   f"written.", "last_token_run")
         if record.embedded > cached:
             start = time.perf_counter()
             list(model.write(ids, n, use_cache=False))
