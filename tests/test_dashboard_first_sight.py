@@ -476,6 +476,28 @@ def test_the_induction_map_fits_its_box(browser, server, screen):
     _close(page)
 
 
+# The big map's canvas against its column (the box MAP_FITS names), and how much of it is seen.
+MAP_USES = """() => {
+  const el = document.querySelector('.mha-real-big'), c = el.querySelector('canvas').getBoundingClientRect();
+  const box = el.parentElement.getBoundingClientRect();
+  return {width: c.width, column: box.width, left: c.left, right: c.right, boxLeft: box.left, boxRight: box.right,
+          height: c.height, seen: Math.min(c.bottom, innerHeight) - Math.max(c.top, 0)};
+}"""
+
+
+@pytest.mark.parametrize("size", [(1680, 950), (1536, 730)])
+def test_the_big_map_uses_its_column_on_a_wide_window(browser, server, size):
+    """A 1920 screen with a side panel (1680 px) or at 125 % scaling (1536 CSS px): the big map was
+    drawn at its 260 px tile (442 and 328 px wide in a 648 and 468 px column); it fills its column
+    now (heatmap.js --mha-fill), wholly inside it, and stays on the first screen."""
+    page = _open(browser, server, "laptop", size)
+    use = page.evaluate(MAP_USES)
+    assert use["width"] >= 0.9 * use["column"], use
+    assert use["boxLeft"] - 1 <= use["left"] and use["right"] <= use["boxRight"] + 1, use
+    assert use["seen"] >= 0.5 * use["height"], use
+    _close(page)
+
+
 # The tip's box against what the screen shows (the visual viewport), and its text.
 TIP = """() => {
   const t = document.querySelector('.mha-real-big .mha-heatmap-tip'), r = t.getBoundingClientRect();

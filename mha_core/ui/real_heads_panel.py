@@ -65,7 +65,8 @@ INDUCTION_PERIOD = 20
 INDUCTION_IDS = (1_000, 20_000)
 INDUCTION_SEED = 0
 # Both drawn in the browser (HeatmapGrid: hover, click, keyboard). The chosen head: BIG_TILE px,
-# growing to BIG_MAX_TILE px so that each of the induction demo's 41 tokens gets its label. The
+# growing to BIG_MAX_TILE px so that each of the induction demo's 41 tokens gets its label (and on
+# a 1500-1899 px window as wide as its column allows, up to BIG_MAX_TILE: the page's --mha-fill). The
 # thumbnails: THUMB_TILE px each, growing to THUMB_MAX_TILE px so that each of up to 20 tokens gets
 # its label where the screen has room, shrunk so that at least THUMB_COLUMNS fit side by side.
 BIG_TILE, BIG_MAX_TILE = 260, 520
