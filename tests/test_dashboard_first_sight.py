@@ -18,7 +18,9 @@ What a first visit found, and what defends each fix here:
     map's tip lies wholly on the screen; on a phone a "find a head" button or the demo brings the
     changed map into view; the intro names no fixed sentence and a line under the map names what it
     reads; a pattern that no head shows clearly (under the caption's CLEAR_SCORE) has its button off,
-    with the reason in text.
+    with the reason in text;
+  - a 1920 screen with a side panel (1680 px) or at 125 % scaling (1536 px): the big map fills its
+    column, not a 260 px tile beside empty room.
 """
 
 from __future__ import annotations
