@@ -349,6 +349,21 @@ def test_a_disabled_button_is_never_lit_and_says_why_in_text(panel):
     assert panel.pattern == "previous token" and "previous token score" in panel.overview.title
 
 
+def test_in_the_induction_demo_the_it_animal_button_says_why_for_the_demo_input(panel):
+    """Issue 34: the demo's input is random tokens, not a sentence: the off button's reason says
+    so, and says how to measure it (not that "the sentence" lacks the words)."""
+    panel.induction_demo()
+    button = panel.presets["'it' → animal"]
+    assert button.disabled and "mha-active" not in button._dom_classes
+    note = panel.find_note.value.replace("&quot;", '"').replace("&#x27;", "'")
+    assert f"the induction demo's input is {R.INDUCTION_PERIOD} random tokens" in note, note
+    assert "in the sentence" not in note and "back to your sentence" in note
+    assert button.tooltip.startswith("the induction demo's input is")
+    assert panel.show_pattern("'it' → animal") is None and "random tokens" in panel.status.value
+    panel.back.click()  # back on the example sentence: the button is on again, and no reason is left
+    assert not button.disabled and panel.find_note.value == ""
+
+
 def test_a_busy_sign_shows_while_a_model_runs(panel, load):
     seen = []
     panel.busy.observe(lambda c: seen.append(c["new"]), names="value")

@@ -65,7 +65,8 @@ INDUCTION_PERIOD = 20
 INDUCTION_IDS = (1_000, 20_000)
 INDUCTION_SEED = 0
 # Both drawn in the browser (HeatmapGrid: hover, click, keyboard). The chosen head: BIG_TILE px,
-# growing to BIG_MAX_TILE px so that each of the induction demo's 41 tokens gets its label. The
+# growing to BIG_MAX_TILE px so that each of the induction demo's 41 tokens gets its label (and on
+# a 1500-1899 px window as wide as its column allows, up to BIG_MAX_TILE: the page's --mha-fill). The
 # thumbnails: THUMB_TILE px each, growing to THUMB_MAX_TILE px so that each of up to 20 tokens gets
 # its label where the screen has room, shrunk so that at least THUMB_COLUMNS fit side by side.
 BIG_TILE, BIG_MAX_TILE = 260, 520
@@ -477,8 +478,7 @@ class RealHeadsPanel(Panel):
             return None
         found = self.pattern_scores(*self._view)
         if name not in found:
-            self.show_error(f"this input has no {name} to measure: the example sentence has "
-                            "\"it\" and \"animal\"" if name == "'it' → animal" else f"no {name} score here")
+            self.show_error(f"{name}: {_unmeasured(name, self.mode == 'induction')}")
             return None
         if name in PATTERNS and (why := _unclear(name, found[name])):
             self.show_error(why)
@@ -555,8 +555,8 @@ class RealHeadsPanel(Panel):
         top = tuple(int(i) for i in patterns.top_heads(found[self.pattern], 1)[0][:2])
         # a button is off when its pattern cannot be measured here, or when no head shows it clearly
         # (the best score under CLEAR_SCORE, where the caption says "none ... clearly"): said in text
-        why = {name: ('needs the words "it" and "animal" in the sentence (the example sentence has both)'
-                      if name not in found else _unclear(name, found[name])) for name in self.presets}
+        why = {name: (_unmeasured(name, self.mode == "induction") if name not in found else _unclear(name, found[name]))
+               for name in self.presets}
         why = {name: text for name, text in why.items() if text}
         at_top = top == (layer, head) and self.pattern not in why
         self._show_overview(fkey, found, view.short, layer, head)
@@ -633,6 +633,17 @@ def _about(found: dict[str, np.ndarray], layer: int, head: int, demo: bool, chos
     listed = ", ".join(f"{k} {v:.2f}" for k, v in scores.items())
     return (f"<p class='mha-real-about-text'>Layer {layer}, head {head} shows none of the measured patterns clearly "
             f"(scores: {listed}); its attention is spread or follows something else.{best}</p>")
+
+
+def _unmeasured(name: str, demo: bool) -> str:
+    """Why the ``name`` button is off when its pattern cannot be measured on the input shown: the
+    induction demo's input (``demo``) is random tokens, never the reader's sentence."""
+    if name != "'it' → animal":
+        return "needs at least two tokens"  # "previous token", on a one-token sentence
+    if demo:
+        return (f'the induction demo\'s input is {INDUCTION_PERIOD} random tokens, repeated, with no "it" or '
+                '"animal" in it (back to your sentence to measure it; the example sentence has both)')
+    return 'needs the words "it" and "animal" in the sentence (the example sentence has both)'
 
 
 def _unclear(name: str, scores: np.ndarray) -> str:

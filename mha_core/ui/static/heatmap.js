@@ -19,6 +19,8 @@ const LEFT_PX = 64, BOTTOM_PX = 56, TOP_PX = 4, LABEL_PX = 11, MAX_LABEL_PX = 12
 const FONT_PX = 11;
 // The page may ask for larger maps (a projector): the CSS variable --mha-scale (1 by default)
 // multiplies every size above, and the canvases are redrawn at that size, never stretched.
+// It may also ask a map to fill its box (the CSS variable --mha-fill: 1, a wide window): the map
+// is then drawn as wide as the room it gets allows, up to `max_tile` (x scale), whatever N is.
 const TAP_TIP_MS = 1500; // after a tap, the tip stays this long
 const GAP_PX = 16; // between maps side by side (heatmap.css: .mha-heatmap-grid's column gap)
 const MIN_SMALL_PX = 72; // small multiples never shrink below this
@@ -95,12 +97,14 @@ function render({ model, el }) {
     legend.append(scale, how);
   }
 
-  // A map's side: 12 px a token (every label fits) between `tile` and `max_tile`, times the page's
-  // scale, and never wider than the room the page gives it (room()): a map too wide for its box
+  // A map's side: 12 px a token (every label fits) between `tile` and `max_tile` (`max_tile` when
+  // the page asks the map to fill its box), times the page's scale, and never wider than the room
+  // the page gives it (room()): a map too wide for its box
   // shrinks to fit it (as far as MIN_SMALL_PX), it is never cut off at the box's edge.
   // With `columns` set (small multiples), `columns` maps with their labels share the width.
   function side(n, k) {
-    const want = Math.min(Math.max(model.get("tile"), n * 12), Math.max(model.get("tile"), model.get("max_tile"))) * k;
+    const most = Math.max(model.get("tile"), model.get("max_tile"));
+    const want = (fill() ? most : Math.min(Math.max(model.get("tile"), n * 12), most)) * k;
     const cols = Math.max(1, model.get("columns"));
     const width = room();
     if (width <= 0) { return Math.round(want); }  // not laid out yet: the ResizeObserver below redraws
@@ -127,6 +131,10 @@ function render({ model, el }) {
 
   function scale() {
     return parseFloat(getComputedStyle(el).getPropertyValue("--mha-scale")) || 1;
+  }
+
+  function fill() {
+    return (parseFloat(getComputedStyle(el).getPropertyValue("--mha-fill")) || 0) > 0;
   }
 
   // The labels as drawn, each at most MAX_LABEL_PX (x scale) wide, and the room they need on the
