@@ -52,12 +52,17 @@ def server():
         yield srv
 
 
-def _open(browser, server, screen: str, size: tuple[int, int] | None = None):
-    """A new page on ``screen`` (a phone has touch), loaded until the maps and charts are drawn."""
+def _open(browser, server, screen: str, size: tuple[int, int] | None = None, *, scale: float = 1,
+          init_script: str | None = None):
+    """A new page on ``screen`` (a phone has touch), loaded until the maps and charts are drawn;
+    ``scale``: the device pixels per CSS px (a phone's 2 or 3); ``init_script`` runs before the page's."""
     w, h, touch = SCREENS[screen]
     w, h = size or (w, h)
-    ctx = browser.new_context(viewport={"width": w, "height": h}, has_touch=touch, is_mobile=touch)
+    ctx = browser.new_context(viewport={"width": w, "height": h}, has_touch=touch, is_mobile=touch,
+                              device_scale_factor=scale)
     page = ctx.new_page()
+    if init_script:
+        page.add_init_script(init_script)
     page.errors = []
     page.on("pageerror", lambda e: page.errors.append(str(e)))
     page.on("console", lambda m: m.type == "error" and page.errors.append(m.text))
@@ -213,6 +218,91 @@ def test_the_charts_never_show_small_text_on_a_1920_screen(browser, server, size
         assert small == [], small[:4]
     finally:
         b.close()
+
+
+# The charts' smallest text as shown, read from the pictures themselves, sampled every 100 ms from
+# the page's first frame (a chart shown, not transparent, and the same for two samples): the text's
+# size in the PNG's own pixels (data-image-text-px) times the width the PNG is shown at over its
+# natural width. Nothing here assumes the pixel ratio the kernel draws at or the width it meant.
+CHART_AS_SHOWN = """(() => { window.__shown = []; const last = {};
+  setInterval(() => document.querySelectorAll('.mha-figure').forEach(f => {
+    const img = f.querySelector('img'), d = f.querySelector('[data-image-text-px]');
+    if (!img || !d || !img.naturalWidth || !img.getClientRects().length) return;
+    const r = img.getBoundingClientRect(), css = getComputedStyle(img);
+    if (r.width === 0 || Number(css.opacity) === 0 || css.visibility === 'hidden') return;
+    const name = img.className.match(/mha-\\w+-image/)[0], now = [img.src, d.dataset.imageTextPx, r.width].join(' ');
+    if (last[name] === now) window.__shown.push({name, natural: img.naturalWidth, shown: r.width,
+      px: Number(d.dataset.imageTextPx) * r.width / img.naturalWidth});
+    last[name] = now;
+  }), 100); })()"""
+
+
+@pytest.mark.parametrize("scale", [2, 3])
+def test_the_charts_text_is_readable_on_a_3x_phone(browser, server, scale):
+    """A third cold visit, on a phone emulated as 390 x 844 CSS px with touch at 3 device pixels per
+    CSS px, read the cost and KV charts (724 px PNGs shown 362 CSS px wide) as 6-7 px text. Measured
+    from the pictures themselves, at 2 and 3 device pixels per CSS px, from the first frame on: no
+    chart shows text under 10 CSS px (the heights of its letters are less than the font's size)."""
+    page = _open(browser, server, "phone", scale=scale, init_script=CHART_AS_SHOWN)
+    assert page.evaluate("devicePixelRatio") == scale
+    page.wait_for_timeout(500)
+    seen = page.evaluate("window.__shown")
+    assert {s["name"] for s in seen} == {"mha-cost-image", "mha-kv-image"}, seen[:3]
+    small = [s for s in seen if s["px"] < 10]
+    assert small == [], small[:4]
+    # drawn for the panel's CSS width, not its device pixels: shown at most the panel's width
+    widths = page.evaluate("""() => [...document.querySelectorAll('.mha-figure img')].map(i =>
+      [i.getBoundingClientRect().width, i.closest('.mha-panel').clientWidth])""")
+    assert all(shown <= panel for shown, panel in widths), widths
+    _close(page)
+
+
+# Every element whose title (the browser's hover tip) says nothing: "null", "None", "undefined" or blank.
+EMPTY_TITLES = """() => [...document.querySelectorAll('[title]')]
+  .filter(e => /^\\s*(null|none|undefined)?\\s*$/i.test(e.getAttribute('title')))
+  .map(e => `${e.tagName.toLowerCase()}.${e.className.toString().slice(0, 30)} "${e.textContent.trim().slice(0, 20)}"`)"""
+
+
+def test_no_hover_tip_says_null(browser, server):
+    """A third cold visit hovered the sliders' labels ("layer", "head", "h") on a laptop and read a tip
+    saying "null": ipywidgets 8 writes a control's missing tooltip into its label's title. No
+    element of the page has a title that says nothing, at load and after a control changed."""
+    page = _open(browser, server, "laptop")
+    assert page.evaluate(EMPTY_TITLES) == []
+    page.locator(".mha-heads-kind button", has_text="random").click()  # the causal toggle's tooltip changes
+    expect(page.locator(".mha-heads-caption")).to_contain_text("RANDOM", timeout=UPDATE_TIMEOUT_MS)
+    page.locator(".mha-real-layer .widget-label").hover()
+    assert page.evaluate(EMPTY_TITLES) == []
+    _close(page)
+
+
+# The shape diagram's labels (section 3) as shown: each SVG text's font size in the SVG's own units
+# times the width the SVG is shown at over its viewBox's width; and any label outside its picture,
+# any picture outside the window.
+BOX_TEXT = """() => { const out = {px: [], clipped: [], offscreen: 0};
+  document.querySelectorAll('.mha-shape-boxes svg.mha-box').forEach(svg => {
+    const s = svg.getBoundingClientRect(), k = s.width / svg.viewBox.baseVal.width;
+    if (s.right > document.documentElement.clientWidth + 1) out.offscreen += 1;
+    svg.querySelectorAll('text').forEach(t => {
+      const r = t.getBoundingClientRect();
+      out.px.push(parseFloat(getComputedStyle(t).fontSize) * k);
+      if (r.left < s.left - 0.5 || r.right > s.right + 0.5 || r.top < s.top - 0.5 || r.bottom > s.bottom + 0.5)
+        out.clipped.push(t.textContent);
+    });
+  });
+  return out; }"""
+
+
+@pytest.mark.parametrize("width, least", [(390, 10), (1366, 12), (1905, 20), (1920, 20)])
+def test_the_shape_diagram_text_grows_with_the_screen(browser, server, width, least):
+    """A third cold visit at 1905-1920 px read section 3's box diagram labels as 13.3 px beside 24 px
+    text. As shown, they are at least 20 px on the projector and readable on a phone, and fit."""
+    screen = "phone" if width < 600 else "projector" if width >= 1900 else "laptop"
+    page = _open(browser, server, screen, (width, 1000))
+    found = page.evaluate(BOX_TEXT)
+    assert found["px"] and min(found["px"]) >= least, (width, sorted(set(found["px"]))[:3])
+    assert found["clipped"] == [] and found["offscreen"] == 0, found
+    _close(page)
 
 
 # Every element pinned to the window (position sticky or fixed) that is on the page.

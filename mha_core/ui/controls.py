@@ -190,7 +190,9 @@ class Panel:
     @staticmethod
     def _set_alt(alt: widgets.HTML, text: str, **data: float) -> None:
         """The figure's alt text; ``data``: facts about the figure for the browser tests, as data-
-        attributes (a chart's ``text_px``, its smallest text in CSS px at its own width, and
+        attributes (a chart's ``text_px``, its smallest text in CSS px at its own width;
+        ``image_text_px``, the same text in the PNG's own pixels, so that a test reads the text as
+        shown from the picture itself: image_text_px x shown width / natural width; and
         ``for_width``, the panel width it was drawn for: ``chart_size``)."""
         attrs = "".join(f" data-{k.replace('_', '-')}='{v:g}'" for k, v in data.items())
         alt.value = f"<div aria-hidden='true'{attrs}>{html.escape(text)}</div>"

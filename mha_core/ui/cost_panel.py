@@ -152,7 +152,8 @@ class CostPanel(Panel):
             f"Log-log plot of MACs per forward pass against sequence length N, d_model={d_model:,}: projections "
             f"(4 N d_model squared) grow linearly, attention (2 N squared d_model) quadratically, and they cross "
             f"at N = {s['crossover']:,}. Marker at N = {N:,}: {m['total']:,} MACs, {regime}.",
-            text_px=round(self.plot.text_px, 2), for_width=self.plot.size.for_width)
+            text_px=round(self.plot.text_px, 2),
+            image_text_px=round(self.plot.text_px * self.plot.fig.dpi / PANEL_DPI, 2), for_width=self.plot.size.for_width)
         self.image.layout.width = f"{self.plot.size.width_px}px"  # with the picture drawn for it, in one go
         self.by_h.value = _by_h_html(s)
         rows = "".join(

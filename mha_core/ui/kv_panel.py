@@ -140,7 +140,8 @@ class KVCachePanel(Panel):
         self._set_alt(self.alt,
             f"Bar chart of the KV cache in GiB for every n_kv of the {model} model at {n_tokens:,} tokens, {dtype}: "
             f"from {sizes[1] / 2**30:,.2f} GiB at n_kv=1 (MQA) to {sizes[s['h']] / 2**30:,.2f} GiB at n_kv={s['h']} (MHA). "
-            f"Highlighted: n_kv={n_kv}, {s['bytes'] / 2**30:,.2f} GiB.", text_px=round(self.plot.text_px, 2), for_width=self.plot.size.for_width)
+            f"Highlighted: n_kv={n_kv}, {s['bytes'] / 2**30:,.2f} GiB.", text_px=round(self.plot.text_px, 2),
+            image_text_px=round(self.plot.text_px * self.plot.fig.dpi / PANEL_DPI, 2), for_width=self.plot.size.for_width)
         self.image.layout.width = f"{self.plot.size.width_px}px"  # with the picture drawn for it, in one go
 
 
