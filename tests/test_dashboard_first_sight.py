@@ -20,7 +20,11 @@ What a first visit found, and what defends each fix here:
     reads; a pattern that no head shows clearly (under the caption's CLEAR_SCORE) has its button off,
     with the reason in text;
   - a 1920 screen with a side panel (1680 px) or at 125 % scaling (1536 px): the big map fills its
-    column, not a 260 px tile beside empty room.
+    column, not a 260 px tile beside empty room;
+  - a third cold visit: the charts' text as shown is read from the pictures themselves on a phone at 2
+    and 3 device pixels per CSS px; no element has a hover title saying "null" (ipywidgets 8 wrote a
+    missing tooltip into every label's title); the shape diagram's labels as shown grow to 20 px and
+    more at 1905-1920 px, stay readable at 390 and fit their pictures.
 """
 
 from __future__ import annotations
