@@ -298,15 +298,8 @@ def encode(params, src, n_src, n_heads: int) -> np.ndarray:
 
 
 def encoder_cache(params, src, n_src, n_heads: int) -> CrossCache:
-    """Run the encoder once and project its memory to the cross-attention's K and V.
-
-    Parameters
-    ----------
-    params : dict of the model's weights
-    src : int ndarray of shape (B, P), left-padded sources
-    n_src : int ndarray of shape (B,)
-    n_heads : int
-    """
+    """Run the encoder once and project its memory to the cross-attention's K and V (the
+    arguments are ``encode``'s)."""
     memory = encode(params, src, n_src, n_heads)  # (B, P, d_model)
     mask = source_mask(np.asarray(n_src), memory.shape[1])  # (B, 1, 1, P)
     cross = _layer(params, "cross")
