@@ -83,7 +83,9 @@ def test_the_capstone_solutions_pass_on_their_own_prompt():
     prints a verdict of time_the_cache (strict nbval proves a fresh run prints the same checks)."""
     cells = [c for c in json.loads((NOTEBOOKS / SOLUTIONS).read_text())["cells"] if c["cell_type"] == "code"]
     verdicts = [output_text(c) for c in cells if re.search(r"^verdict = ", "".join(c["source"]), re.M)]
-    assert len(verdicts) == 2 and all(v.startswith("Feedback (correct)") for v in verdicts)
+    assert len(verdicts) == 5 and all(v.startswith("Feedback (correct)") for v in verdicts)
+    repeated = output_text(next(c for c in cells if "repeated = [" in "".join(c["source"])))
+    assert repeated.startswith("Feedback (not yet, pitfall cache_after_repeat)")
     source = "".join(next(c for c in cells if "check_generation_loop(generate" in "".join(c["source"]))["source"])
     from mha_core.teaching.decoder_exercises import GEN_PROMPT
 

@@ -233,15 +233,21 @@ def written(generate: Callable, ids, n_new: int, parts: DecoderParts, caches: li
     return [int(t) for t in np.asarray(outcome.value).reshape(-1)]
 
 
+def _arrays(caches):
+    """Every array held in ``caches`` (dicts, lists and tuples, searched through)."""
+    if isinstance(caches, np.ndarray):
+        yield caches
+    elif isinstance(caches, dict):
+        for v in caches.values():
+            yield from _arrays(v)
+    elif isinstance(caches, (list, tuple)):
+        for v in caches:
+            yield from _arrays(v)
+
+
 def cache_nbytes(caches) -> int:
     """The bytes of every array held in ``caches`` (dicts, lists and tuples, searched through)."""
-    if isinstance(caches, np.ndarray):
-        return int(caches.nbytes)
-    if isinstance(caches, dict):
-        return sum(cache_nbytes(v) for v in caches.values())
-    if isinstance(caches, (list, tuple)):
-        return sum(cache_nbytes(v) for v in caches)
-    return 0
+    return sum(int(a.nbytes) for a in _arrays(caches))
 
 
 def _as_int(value):
@@ -380,10 +386,13 @@ def check_kv_bytes(fn: Callable, caches, model, n_tokens: int) -> Feedback:
                                f"model_numbers' {want:,}: your loop keeps the keys and values after np.repeat, "
                                f"h = {model.n_heads} heads instead of n_kv = {model.n_kv_heads}. Fix: cache the "
                                f"n_kv heads, and repeat them when you read the cache.", "cache_after_repeat")
-    if held == want * 2:
-        return Feedback(False, f"You count your caches right ({held:,} bytes), but they hold twice "
-                               f"model_numbers' {want:,}: float64 arrays (8 bytes a number). Fix: keep the "
-                               f"float32 of the model's weights.", "float64_cache")
+    wide = sorted({str(a.dtype) for a in _arrays(caches) if a.dtype.itemsize > 4})
+    if wide:
+        return Feedback(False, f"You count your caches right ({held:,} bytes), but model_numbers counts {want:,}: "
+                               f"some of your cached keys or values are {', '.join(wide)} (8 bytes a number), not "
+                               f"the float32 of the weights. In NumPy 2 a float32 array divided by np.sqrt(d_k), a "
+                               f"float64 scalar, becomes float64, and so does every layer after it. Fix: divide by "
+                               f"d_k ** 0.5 (a Python float), or cast the layer's output to float32.", "float64_cache")
     return Feedback(False, f"You count your caches right ({held:,} bytes), but model_numbers counts {want:,} "
                            f"for {int(n_tokens):,} tokens: does your loop keep each token's keys and values "
                            f"once, and only those?")
