@@ -475,6 +475,9 @@ def check_generation_loop(fn: Callable, *, prompt: str = GEN_PROMPT, max_new_tok
         raise TypeError(f"prompt must be a non-empty str, got {prompt!r}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW:
         raise ValueError(f"max_new_tokens must be an int in [1, {MAX_NEW}], got {max_new_tokens!r}")
+    known = set(core_functions().values())
+    if not isinstance(refuse, tuple) or not set(refuse) <= known:
+        raise ValueError(f"refuse must be a tuple of names of mha_core.core functions, got {refuse!r}")
     model = _smollm2()
     if isinstance(model, Feedback):
         return model
@@ -486,9 +489,6 @@ def check_generation_loop(fn: Callable, *, prompt: str = GEN_PROMPT, max_new_tok
     record = _Record()
     parts = _parts(model, record)
     start = time.perf_counter()
-    known = set(core_functions().values())
-    if not isinstance(refuse, tuple) or not set(refuse) <= known:
-        raise ValueError(f"refuse must be a tuple of names of mha_core.core functions, got {refuse!r}")
     outcome = call_reader(fn, (ids.copy(), n, parts), tuple(sorted(known - set(refuse))))
     seconds = time.perf_counter() - start
     if outcome.library is not None:
