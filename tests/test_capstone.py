@@ -171,3 +171,9 @@ def test_the_loop_checker_validates_what_it_refuses():
     for bad in (["prefill"], ("no_such_function",)):
         with pytest.raises(ValueError, match="refuse"):
             check_generation_loop(lambda ids, n, parts: [], refuse=bad)
+
+
+def test_written_tells_a_three_argument_loop_to_take_the_caches(smollm2, capsys):
+    parts = decoder_parts(smollm2)
+    assert capstone.written(lambda ids, n_new, parts: [1] * n_new, [1, 2], 2, parts, [{} for _ in parts.layers]) == []
+    assert "fourth argument, caches" in capsys.readouterr().out

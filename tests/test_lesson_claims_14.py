@@ -465,7 +465,7 @@ def the_head_is_counted_once(numbers, smol):
     assert numbers.macs_per_token["head"] == smol.arrays["tok_embed"].size  # but run at every step
 
 
-@CLAIMS(r"The second line is the same step at twice the length.", after=NUMBERS)
+@CLAIMS(r"The second line of MACs is the same step at twice the length.", after=NUMBERS)
 def the_second_line_is_twice_as_long(numbers, longer):
     assert longer.n_tokens == 2 * numbers.n_tokens
 
@@ -476,8 +476,8 @@ def test_the_mac_lines_are_printed_at_two_lengths():
 
 
 @CLAIMS(
-    r"Between the two lines, only the scores and the weighted sums grow with the length of the text; the other "
-    r"parts cost the same at every step.",
+    r"Between the two lines of MACs, only the scores and the weighted sums grow with the length of the text; the "
+    r"other parts cost the same at every step.",
     after=NUMBERS,
 )
 def only_the_attention_core_grows(longer, numbers):

@@ -228,7 +228,10 @@ def written(generate: Callable, ids, n_new: int, parts: DecoderParts, caches: li
         print("generate is not written yet (section 3): no tokens, and the caches stay empty.")
         return []
     if outcome.error is not None:
-        print(f"generate raised {type(outcome.error).__name__}: {outcome.error}")
+        hint = ""
+        if isinstance(outcome.error, TypeError) and "argument" in str(outcome.error):
+            hint = " (give generate a fourth argument, caches, as section 3 says)"
+        print(f"generate raised {type(outcome.error).__name__}: {outcome.error}{hint}")
         return []
     return [int(t) for t in np.asarray(outcome.value).reshape(-1)]
 
