@@ -373,7 +373,7 @@ def the_head_is_the_tied_embedding(parts, smol):
 
 @CLAIMS(
     r"The file stores the weights in 4 bits, but `load` unpacks them into float32 arrays, the ones your layer "
-    r"multiplies; the first cell printed their bytes.",
+    r"multiplies; the cell above printed their bytes.",
     after="def my_param_count(",
 )
 def the_weights_are_unpacked_to_float32(smol, weights, parts):
