@@ -40,8 +40,8 @@ def test_the_exercises_are_the_lessons_stubs():
     assert list(found) == [
         "00-softmax", "01-scale", "01-attention", "02-split_heads", "04-causal_mask", "07-merge_heads",
         "09-rms_norm", "10-encoder_layer", "13-decoder_layer", "13-generation_loop", "13-cross_attention",
-        "14-multi_head_attention", "14-decoder_layer", "14-generation_loop", "14-params_768_12", "14-d_k_768_12", "14-attention_macs_512_8_2000",
-        "14-kv_cache_gqa_mib"]
+        "14-multi_head_attention", "14-decoder_layer", "14-generation_loop", "14-param_count", "14-macs_per_token",
+        "14-kv_bytes", "14-params_768_12", "14-d_k_768_12", "14-attention_macs_512_8_2000", "14-kv_cache_gqa_mib"]
     assert found["01-scale"].check == "check_scale(my_scale, d_model=big.d_model, n_heads=big.h)"
     # a checker called on the library's own pitfall (07's demonstration) is not an exercise
     assert coursework.cell_exercise("verdict = check_attention(pf.attention_mask_after_softmax)", "07_x", 0) is None
@@ -175,10 +175,11 @@ def _rows(csv_path):
 def test_grading_names_each_students_result(released, tmp_path):
     """The capstone and 02: a student with the solutions' code passes every exercise
     of both (but the capstone's two on SmolLM2, left blank here to keep the test fast: the slow
-    test below solves them); known mistakes are named; a blank notebook is "not attempted"; a
+    test below solves them; the cache's bytes, which count what that loop keeps, are then "not
+    attempted" too); known mistakes are named; a blank notebook is "not attempted"; a
     missing one is "not handed in"; the tables have a row per student and a column per exercise."""
     found = coursework.exercises()
-    on_the_model = {"14-decoder_layer", "14-generation_loop"}
+    on_the_model = {"14-decoder_layer", "14-generation_loop", "14-kv_bytes"}
     ids = [ex.grade_id for ex in found if ex.notebook in (CAPSTONE, ROUND_TRIP) and ex.grade_id not in on_the_model]
     solved = {ex.grade_id: _solved(ex) for ex in found if ex.grade_id in ids}
     subs = tmp_path / "submitted"
@@ -235,7 +236,7 @@ def test_the_solutions_pass_every_exercise_and_mistakes_are_named(released, tmp_
 def test_nbgrader_itself_generates_and_autogrades_the_source(released, tmp_path):
     """The teacher's copy (build/release-source/) is an nbgrader source as nbgrader reads it: its
     generate_assignment accepts it, and its autograde, with its SQLite gradebook, scores a student
-    who solved the capstone 7 points (the capstone's seven exercises) and one who got a number wrong 0."""
+    who solved the capstone 10 points (the capstone's ten exercises) and one who got a number wrong 0."""
     _, source, summary = released
     course = tmp_path / "course"
     shutil.copytree(source, course / "source" / "mha")

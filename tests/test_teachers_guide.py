@@ -290,7 +290,7 @@ def test_the_solutions_notebooks_cover_what_the_guide_says():
     solves 09's exercise and 10's; decoder_solutions.ipynb solves 13's three"."""
     assert "solves the exercises of notebooks 00, 01, 02, 04, 07 and 14" in FLAT and "solves 09's exercise and 10's" in FLAT
     assert "decoder_solutions.ipynb` solves 13's three" in FLAT
-    assert "capstone_solutions.ipynb` solves the capstone's two on SmolLM2" in FLAT
+    assert "capstone_solutions.ipynb` solves the capstone's five on SmolLM2" in FLAT
 
     def headings(name):
         cells = json.loads((REPO / "notebooks" / "solutions" / name).read_text())["cells"]

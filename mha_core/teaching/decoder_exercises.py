@@ -452,7 +452,8 @@ def _same_run(tokens, finals, want_tokens, want_finals) -> bool:
     return finals is None or _relative_error(finals, want_finals) <= FINAL_RTOL
 
 
-def check_generation_loop(fn: Callable, *, prompt: str = GEN_PROMPT, max_new_tokens: int = GEN_NEW) -> Feedback:
+def check_generation_loop(fn: Callable, *, prompt: str = GEN_PROMPT, max_new_tokens: int = GEN_NEW,
+                          refuse: tuple[str, ...] = ()) -> Feedback:
     """Check ``fn(ids, n_new, parts)``: greedy decoding with a KV cache, against SmolLM2's own ``write``.
 
     Parameters
@@ -462,6 +463,9 @@ def check_generation_loop(fn: Callable, *, prompt: str = GEN_PROMPT, max_new_tok
     prompt : str
     max_new_tokens : int in [1, 32], default 8
         Fewer if the model writes its end-of-text token first.
+    refuse : tuple of str, default ()
+        Functions of ``mha_core.core`` the loop may not call (the capstone refuses the library's
+        cached step, ``prefill`` and ``decode_step``); by default every one is allowed.
 
     The tokens must be the model's; the last layer's row that chose each token (what ``parts.head``
     receives) must match it within 1e-3 of its size. With a KV cache the layers see the prompt once
@@ -476,6 +480,9 @@ def check_generation_loop(fn: Callable, *, prompt: str = GEN_PROMPT, max_new_tok
         raise TypeError(f"prompt must be a non-empty str, got {prompt!r}")
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or not 1 <= max_new_tokens <= MAX_NEW:
         raise ValueError(f"max_new_tokens must be an int in [1, {MAX_NEW}], got {max_new_tokens!r}")
+    known = set(core_functions().values())
+    if not isinstance(refuse, tuple) or not set(refuse) <= known:
+        raise ValueError(f"refuse must be a tuple of names of mha_core.core functions, got {refuse!r}")
     model = _smollm2()
     if isinstance(model, Feedback):
         return model
@@ -487,8 +494,11 @@ def check_generation_loop(fn: Callable, *, prompt: str = GEN_PROMPT, max_new_tok
     record = _Record()
     parts = _parts(model, record)
     start = time.perf_counter()
-    outcome = call_reader(fn, (ids.copy(), n, parts), tuple(core_functions().values()))
+    outcome = call_reader(fn, (ids.copy(), n, parts), tuple(sorted(known - set(refuse))))
     seconds = time.perf_counter() - start
+    if outcome.library is not None:
+        return Feedback(False, f"This calls mha_core's {outcome.library}; here the loop must run your own "
+                               f"decoder_layer, one cache per layer.", "library_step")
     if isinstance(outcome.error, NotImplementedError):
         return not_attempted("generate")
     if outcome.error is not None:
