@@ -81,7 +81,7 @@ def layer_step(x, p, cfg, cache, positions, mistake=None):
         K, V = np.tile(K, (h // n_kv, 1, 1)), np.tile(V, (h // n_kv, 1, 1))
     else:  # query heads 0..g-1 read key/value head 0, and so on
         K, V = np.repeat(K, h // n_kv, 0), np.repeat(V, h // n_kv, 0)
-    s = q @ K.transpose(0, 2, 1) / np.sqrt(q.shape[-1])  # (h, M, T)
+    s = q @ K.transpose(0, 2, 1) / q.shape[-1] ** 0.5  # (h, M, T): a Python float keeps float32
     if mistake == "rope_on_scores":
         s = rope(s, positions, base)
     if mistake != "no_causal_mask":
