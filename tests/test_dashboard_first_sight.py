@@ -20,7 +20,12 @@ What a first visit found, and what defends each fix here:
     reads; a pattern that no head shows clearly (under the caption's CLEAR_SCORE) has its button off,
     with the reason in text;
   - a 1920 screen with a side panel (1680 px) or at 125 % scaling (1536 px): the big map fills its
-    column, not a 260 px tile beside empty room.
+    column, not a 260 px tile beside empty room;
+  - a third cold visit: on a phone the controls sit right under the big map (with a slider in view,
+    at least half the map is too); the map's tip wraps inside the screen at a phone's pixel ratio 3,
+    its weight whole and the tapped row free; the disabled buttons' reasons are one line, "Not
+    offered on this input: ...", never a status of the open head; on a 1920 x 960 projector the
+    controls have room (buttons 1.5 x their text tall, no label or row wraps, 250 px slider tracks).
 """
 
 from __future__ import annotations
@@ -225,8 +230,6 @@ def test_the_projector_controls_have_room_for_their_text(browser, server):
         assert b["font"] >= 24 and b["height"] >= 1.5 * b["font"], b
     assert room["wrapped"] == [] and room["offLine"] == [], room
     assert len(room["tracks"]) == 2 and min(room["tracks"]) >= 250, room
-    first = page.evaluate(FIRST_SCREEN)  # and the map is still on the first screen
-    assert first["seen"] >= 0.5 * first["height"], first
     _close(page)
 
 
