@@ -25,6 +25,11 @@ What a first visit found, and what defends each fix here:
     and 3 device pixels per CSS px; no element has a hover title saying "null" (ipywidgets 8 wrote a
     missing tooltip into every label's title); the shape diagram's labels as shown grow to 20 px and
     more at 1905-1920 px, stay readable at 390 and fit their pictures.
+  - the third cold visit, in section 1: on a phone the controls sit right under the big map (with a slider in view,
+    at least half the map is too); the map's tip wraps inside the screen at a phone's pixel ratio 3,
+    its weight whole and the tapped row free; the disabled buttons' reasons are one line, "Not
+    offered on this input: ...", never a status of the open head; on a 1920 x 960 projector the
+    controls have room (buttons 1.5 x their text tall, no label or row wraps, 250 px slider tracks).
 """
 
 from __future__ import annotations
@@ -193,6 +198,46 @@ CHART_WATCH = """(() => { window.__chartText = []; const last = {};
       px: Number(d.dataset.textPx) * r.width / (img.naturalWidth / RATIO)});
     last[name] = now;
   }), 100); })()""".replace("RATIO", str(PIXEL_RATIO))
+
+
+# The real-model panel's controls as laid out: each button's height against its font size, any
+# label whose words lie on more than one line, each row's items off its first line, the sliders' tracks.
+CONTROLS_ROOM = """() => {
+  const ctl = document.querySelector('.mha-real-heads .mha-controls');
+  const shown = (e) => e.getClientRects().length > 0;
+  const buttons = [...ctl.querySelectorAll('button')].filter(shown).map(e => ({name: e.textContent.trim(),
+    height: e.getBoundingClientRect().height, font: parseFloat(getComputedStyle(e).fontSize)}));
+  const wrapped = [...ctl.querySelectorAll('button, .widget-label, .mha-real-find')].filter(shown).filter(e => {
+    const walk = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      if (!n.data.trim()) { continue; }
+      const g = document.createRange(); g.selectNodeContents(n);
+      if (new Set([...g.getClientRects()].map(r => Math.round(r.top))).size > 1) { return true; }
+    }
+    return false;
+  }).map(e => e.textContent.trim());
+  const offLine = [...ctl.querySelectorAll(':scope > .widget-hbox')].flatMap(row => {
+    const items = [...row.children].filter(shown), top = Math.min(...items.map(c => c.getBoundingClientRect().top));
+    return items.filter(c => c.getBoundingClientRect().top > top + 12).map(c => c.textContent.trim() || c.className);
+  });
+  const tracks = [...ctl.querySelectorAll('.widget-hslider .slider-container')].map(e => e.getBoundingClientRect().width);
+  return {buttons, wrapped, offLine, tracks};
+}"""
+
+
+def test_the_projector_controls_have_room_for_their_text(browser, server):
+    """Third visit, 1920 x 960 at 100 %: "example sentence" alone on a second line, 28 px buttons
+    around 24 px text, 124 px slider tracks beside 24 px text. Now every button is at least 1.5 x
+    its text's size tall, no label wraps, each row of controls is one line, and each slider's track
+    is at least 250 px."""
+    page = _open(browser, server, "laptop", (1920, 960))
+    room = page.evaluate(CONTROLS_ROOM)
+    assert len(room["buttons"]) >= 7, room  # show heads, example, induction demo, the four find buttons
+    for b in room["buttons"]:
+        assert b["font"] >= 24 and b["height"] >= 1.5 * b["font"], b
+    assert room["wrapped"] == [] and room["offLine"] == [], room
+    assert len(room["tracks"]) == 2 and min(room["tracks"]) >= 250, room
+    _close(page)
 
 
 @pytest.mark.parametrize("size", [(1920, 950), (1680, 950)])
@@ -482,6 +527,42 @@ def test_a_tap_brings_the_opened_map_into_view_at_390(browser, server):
     _close(page)
 
 
+# The layer slider scrolled into view (centred, or at the screen's foot: where a reader scrolling
+# down from the map meets it): how much of the big map the screen shows then.
+SLIDER_AND_MAP = """(block) => {
+  const slider = document.querySelector('.mha-real-layer');
+  slider.scrollIntoView({block});
+  const s = slider.getBoundingClientRect(), m = document.querySelector('.mha-real-big canvas').getBoundingClientRect();
+  const seen = Math.max(0, Math.min(m.bottom, innerHeight) - Math.max(m.top, 0));
+  return {slider: [s.top, s.bottom], map: [m.top, m.bottom], seen: seen / m.height};
+}"""
+
+
+def test_a_slider_and_the_map_it_redraws_share_the_phone_screen(browser, server):
+    """Third visit: on a phone the controls came after the map, the reading line and the overview;
+    with the layer slider in view the big map's top was at -616 px (none of it seen), so a slider
+    step redrew a map off the screen. The controls sit right under the big map now: with either
+    slider in view, at least half of the map is too, and a step redraws the map in view."""
+    page = _open(browser, server, "phone")
+    for block in ("center", "end"):
+        at = page.evaluate(SLIDER_AND_MAP, block)
+        assert 0 <= at["slider"][0] and at["slider"][1] <= 844 + 1, at
+        assert at["seen"] >= 0.5, at
+    order = page.evaluate("""() => ['.mha-real-big canvas', '.mha-real-layer', '.mha-real-reading', '.mha-real-overview']
+      .map(css => document.querySelector(css).getBoundingClientRect().top)""")
+    assert order == sorted(order), order  # map, controls, then the reading line and the overview
+    drawn = page.evaluate("document.querySelector('.mha-real-big').dataset.drawn")
+    page.evaluate(SLIDER_AND_MAP, "end")
+    set_int(page, ".mha-real-layer", 2, UPDATE_TIMEOUT_MS)
+    expect(page.locator(".mha-real-caption")).to_contain_text("layer 2 of", timeout=UPDATE_TIMEOUT_MS)
+    page.wait_for_function("d => document.querySelector('.mha-real-big').dataset.drawn !== d", arg=drawn,
+                           timeout=UPDATE_TIMEOUT_MS)
+    m = page.locator(BIG).bounding_box()
+    seen = max(0, min(m["y"] + m["height"], 844) - max(m["y"], 0))
+    assert seen >= 0.5 * m["height"], m  # the map the step redrew is on the screen
+    _close(page)
+
+
 def test_the_write_panel_fits_a_phone_in_plain_words(browser, server):
     page = _open(browser, server, "phone")
     run = page.locator(".mha-write-run")
@@ -535,7 +616,9 @@ def test_section_2_says_what_changes_and_compares_heads_at_390(browser, server):
 # it is cut off or scrolled away, at any width.
 MAP_FITS = """() => {
   const el = document.querySelector('.mha-real-big'), canvas = el.querySelector('canvas');
-  const c = canvas.getBoundingClientRect(), box = el.parentElement.getBoundingClientRect();
+  let column = el.parentElement;  // the box it is drawn in (a phone's layout lets the map's own boxes step aside)
+  while (getComputedStyle(column).display === 'contents') { column = column.parentElement; }
+  const c = canvas.getBoundingClientRect(), box = column.getBoundingClientRect();
   const scrolled = [];
   for (let e = el; e && !e.classList.contains('mha-panel'); e = e.parentElement) {
     if (e.scrollWidth > e.clientWidth + 1) { scrolled.push(e.className.slice(0, 60)); }
@@ -595,12 +678,21 @@ def test_the_big_map_uses_its_column_on_a_wide_window(browser, server, size):
 
 
 # The tip's box against what the screen shows (the visual viewport), and its text.
-TIP = """() => {
+TIP = r"""() => {
   const t = document.querySelector('.mha-real-big .mha-heatmap-tip'), r = t.getBoundingClientRect();
   const v = window.visualViewport;
+  // the weight "= 0.dddd" as laid out: the box of its characters (a Range over them)
+  const walk = document.createTreeWalker(t, NodeFilter.SHOW_TEXT);
+  let weight = null;
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    const at = n.data.search(/= 0\.\d{4}$/);
+    if (at >= 0) { const g = document.createRange(); g.setStart(n, at); g.setEnd(n, n.data.length); weight = g.getBoundingClientRect(); }
+  }
   return {shown: getComputedStyle(t).visibility !== 'hidden', text: t.textContent, left: r.left, right: r.right,
           top: r.top, bottom: r.bottom, x0: v.offsetLeft, x1: v.offsetLeft + v.width, y0: v.offsetTop,
-          y1: v.offsetTop + v.height};
+          y1: v.offsetTop + v.height, scrollWidth: t.scrollWidth, clientWidth: t.clientWidth,
+          scrollHeight: t.scrollHeight, clientHeight: t.clientHeight,
+          weight: weight && [weight.left, weight.right, weight.top, weight.bottom, weight.height]};
 }"""
 
 
@@ -627,9 +719,12 @@ STILL = """(css) => new Promise(done => {
 
 @pytest.mark.parametrize("screen", SCREENS)
 def test_the_map_tip_stays_on_the_screen(browser, server, screen):
-    """A tap (phone) or the pointer (laptop, projector) on the big map's corner cells: the tip with
-    the weight lies wholly on the screen, never cut at its left or right edge."""
-    page = _open(browser, server, screen)
+    """A tap (phone, at its pixel ratio 3) or the pointer (laptop, projector) on the big map's corner
+    cells: the tip with the weight lies wholly on the screen, never cut at its left or right edge;
+    its text is not clipped inside it, the weight "= 0.dddd" whole on the screen (third visit: a
+    tip 4..394 px on a 390 px phone, its weight cut); after a tap the tip leaves the tapped row free."""
+    touch = SCREENS[screen][2]
+    page = _open(browser, server, screen, scale=3 if touch else 1)
     _induction(page, screen)
     canvas = page.locator(BIG)
     canvas.scroll_into_view_if_needed()
@@ -652,6 +747,15 @@ def test_the_map_tip_stays_on_the_screen(browser, server, screen):
         assert tip["shown"] and re.search(r"= 0\.\d{4}$", tip["text"]), (q, k, tip)
         assert tip["x0"] - 0.5 <= tip["left"] and tip["right"] <= tip["x1"] + 0.5, (q, k, tip)
         assert tip["y0"] - 0.5 <= tip["top"] and tip["bottom"] <= tip["y1"] + 0.5, (q, k, tip)
+        assert tip["scrollWidth"] <= tip["clientWidth"] and tip["scrollHeight"] <= tip["clientHeight"], (q, k, tip)
+        wl, wr, wt, wb, wh = tip["weight"]
+        assert tip["x0"] - 0.5 <= wl and wr <= tip["x1"] + 0.5 and tip["left"] <= wl and wr <= tip["right"], (q, k, tip)
+        assert tip["y0"] - 0.5 <= wt and wb <= tip["y1"] + 0.5, (q, k, tip)
+        assert wh < 2 * page.evaluate("parseFloat(getComputedStyle(document.querySelector('.mha-real-big "
+                                      ".mha-heatmap-tip')).fontSize)"), (q, k, tip)  # on one line, not split
+        if touch:  # the tapped row is not under the tip
+            row = (box["y"] + el["top"] + q * side / n, box["y"] + el["top"] + (q + 1) * side / n)
+            assert tip["bottom"] <= row[0] + 0.5 or tip["top"] >= row[1] - 0.5, (q, k, row, tip)
     _close(page)
 
 
@@ -706,8 +810,10 @@ def test_a_pattern_no_head_shows_clearly_has_its_button_off_with_the_reason(brow
         (expect(button).to_be_disabled if name in weak else expect(button).to_be_enabled)()
     note = page.locator(".mha-real-find-note")
     assert note.is_visible()
+    # one line that says what it is (third visit: never a line that reads as the open head's status)
+    expect(note).to_contain_text("Not offered on this input: ")
+    assert note.locator("p").count() == 1 and "no head shows" not in note.inner_text()
     for name, best in weak.items():
-        expect(note).to_contain_text(f"{name}: no head shows it clearly on this input "
-                                     f"(the highest {name} score is {best:.2f}; "
+        expect(note).to_contain_text(f"{name} (best score {best:.2f}; "
                                      f"a head shows a pattern clearly from {R.CLEAR_SCORE:.2f})")
     _close(page)

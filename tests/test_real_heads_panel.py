@@ -380,11 +380,35 @@ def test_a_pattern_no_head_shows_clearly_has_its_button_off_and_says_why():
     best = float(panel.pattern_scores(*panel._view)["itself"].max())
     assert best < R.CLEAR_SCORE
     assert panel.presets["itself"].disabled and "mha-active" not in panel.presets["itself"]._dom_classes
-    assert f"itself: no head shows it clearly on this input (the highest itself score is {best:.2f}" \
-        in panel.find_note.value
-    assert f"{R.CLEAR_SCORE:.2f}" in panel.find_note.value and "clearly" in panel.presets["itself"].tooltip
-    assert panel.show_pattern("itself") is None and "no head shows it clearly" in panel.status.value
+    assert (f"Not offered on this input: <b>itself</b> (best score {best:.2f}; a head shows a pattern "
+            f"clearly from {R.CLEAR_SCORE:.2f})") in panel.find_note.value
+    assert "clearly" in panel.presets["itself"].tooltip
+    assert panel.show_pattern("itself") is None and f"itself: best score {best:.2f}" in panel.status.value
     assert not panel.presets["previous token"].disabled  # its planted head 0 scores 1.00
+
+
+def test_the_off_buttons_reasons_are_one_line_replaced_when_the_input_changes():
+    """Issue 34, third visit: the reasons of every disabled button are one line that says what it
+    is ("Not offered on this input: ..."), never a line that reads as the open head's status, and
+    a new input replaces it (two off buttons: one line naming both; none off: no line)."""
+    small = FakeModel("minilm", causal=False, n_heads=4)
+    panel = R.RealHeadsPanel(load=lambda name: small, start=None)
+    def off() -> list[str]:
+        return [name for name, b in panel.presets.items() if b.disabled]
+
+    def note() -> str:
+        return panel.find_note.value.replace("&quot;", '"').replace("&#x27;", "'")
+
+    first = off()
+    assert "itself" in first and len(first) >= 1, first
+    assert note().count("<p") == 1 and note().startswith("<p class='mha-real-find-why'>Not offered on this input: ")
+    assert "no head shows" not in note() and all(f"<b>{name}</b> (" in note() for name in first), note()
+    panel.sentence.value = "a sentence without those two words"  # "'it' -> animal" cannot be measured
+    assert set(off()) == {"itself", "'it' → animal"}, off()
+    assert note().count("<p") == 1 and note().count("Not offered on this input") == 1, note()
+    assert '<b>\'it\' → animal</b> (needs the words "it" and "animal"' in note() and "<b>itself</b> (" in note()
+    panel.sentence.value = R.EXAMPLE  # back: the reasons of the example, the other one gone
+    assert off() == first and "needs the words" not in note() and note().count("<p") == 1
 
 
 def test_the_panel_says_what_it_reads(panel):

@@ -6,9 +6,10 @@
                          overview where a click opens a head, the layer's heads as small maps
                          (a click opens one);
                          buttons that find the head with the highest score for a pattern
-                         (previous token, first token, itself, "it" -> "animal"; a button is off,
-                         with the reason in words, when the input lacks the pattern's words or no
-                         head reaches CLEAR_SCORE on it); a line under the map naming what the maps
+                         (previous token, first token, itself, "it" -> "animal"; a button is off
+                         when the input lacks the pattern's words or no head reaches CLEAR_SCORE on
+                         it, and one line under the buttons, "Not offered on this input: ...", names
+                         every button that is off with its reason); a line under the map naming what the maps
                          read (the sentence, or the demo's input); and a one-click
                          induction demo (random tokens repeated twice, the repeat and the stripe marked)
 
@@ -481,7 +482,7 @@ class RealHeadsPanel(Panel):
             self.show_error(f"{name}: {_unmeasured(name, self.mode == 'induction')}")
             return None
         if name in PATTERNS and (why := _unclear(name, found[name])):
-            self.show_error(why)
+            self.show_error(f"{name}: {why}")
             return None
         best = patterns.top_heads(found[name], 1)[0]
         self.pattern = name
@@ -568,8 +569,7 @@ class RealHeadsPanel(Panel):
             button.tooltip = why.get(name, f"open the head with the highest {name} score")
         lit = at_top and self.mode == "induction" and self.pattern == INDUCTION
         (self.induction.add_class if lit else self.induction.remove_class)("mha-active")
-        self.find_note.value = "".join(f"<p class='mha-real-find-why'>{html.escape(name)}: {html.escape(text, quote=False)}.</p>"
-                                       for name, text in why.items())
+        self.find_note.value = _not_offered(why)
         demo = self.mode == "induction"
         self.back.layout.display = None if demo else "none"
         self.demo_note.value = "" if not demo else _demo_note(m, MODELS.get(self._before_demo or model, model),
@@ -642,8 +642,8 @@ def _unmeasured(name: str, demo: bool) -> str:
         return "needs at least two tokens"  # "previous token", on a one-token sentence
     if demo:
         return (f'the induction demo\'s input is {INDUCTION_PERIOD} random tokens, repeated, with no "it" or '
-                '"animal" in it (back to your sentence to measure it; the example sentence has both)')
-    return 'needs the words "it" and "animal" in the sentence (the example sentence has both)'
+                '"animal" in it; back to your sentence to measure it, the example sentence has both')
+    return 'needs the words "it" and "animal" in the sentence; the example sentence has both'
 
 
 def _unclear(name: str, scores: np.ndarray) -> str:
@@ -652,8 +652,18 @@ def _unclear(name: str, scores: np.ndarray) -> str:
     best = float(scores.max())
     if best >= CLEAR_SCORE:
         return ""
-    return (f"no head shows it clearly on this input (the highest {name} score is {best:.2f}; "
-            f"a head shows a pattern clearly from {CLEAR_SCORE:.2f})")
+    return f"best score {best:.2f}; a head shows a pattern clearly from {CLEAR_SCORE:.2f}"
+
+
+def _not_offered(why: dict[str, str]) -> str:
+    """One line under the buttons naming every disabled button with its reason (``why``: button
+    name -> reason), e.g. "Not offered on this input: itself (best score 0.18; ...)". It is
+    rewritten, never added to, on every change of input, and reads as what it is: why buttons are
+    off, not a status of the head on show; "" when every button is on."""
+    if not why:
+        return ""
+    listed = "; ".join(f"<b>{html.escape(name)}</b> ({html.escape(text, quote=False)})" for name, text in why.items())
+    return f"<p class='mha-real-find-why'>Not offered on this input: {listed}.</p>"
 
 
 def _demo_note(m, before: str, *, switched: bool) -> str:

@@ -25,6 +25,7 @@ const TAP_TIP_MS = 1500; // after a tap, the tip stays this long
 const GAP_PX = 16; // between maps side by side (heatmap.css: .mha-heatmap-grid's column gap)
 const MIN_SMALL_PX = 72; // small multiples never shrink below this
 const TIP_MARGIN_PX = 4; // the tip keeps this far from the screen's edges
+const TOUCH_GAP_PX = 28; // after a tap, the tip's edge keeps this far from the finger's point (a row's height or more)
 
 function floats(model) {
   const dv = model.get("weights");
@@ -241,10 +242,16 @@ function render({ model, el }) {
 
   // The tip stays inside what the screen shows (the visual viewport: a phone may be zoomed or
   // scrolled sideways): it opens right of and below the pointer, to the left of or above it near
-  // an edge, is never wider than the screen (it wraps), and is clamped into it.
+  // an edge, is never wider than the screen (its box, padding included: it wraps, the weight
+  // "= 0.0245" never split), and is clamped into it. After a tap it opens above the finger (the
+  // hand is below it), so that it does not cover the tapped row, below it only when there is no room.
   function showTip(text, canvas, event) {
     clearTimeout(hideTimer);
-    tip.textContent = text;
+    const at = text.lastIndexOf(" = ");
+    const value = document.createElement("span");
+    value.className = "mha-heatmap-tip-weight";
+    value.textContent = at < 0 ? "" : text.slice(at + 1);
+    tip.replaceChildren(at < 0 ? text : text.slice(0, at + 1), value);
     tip.style.visibility = "visible";
     const vv = window.visualViewport;
     const de = document.documentElement;
@@ -256,9 +263,11 @@ function render({ model, el }) {
     const w = tip.offsetWidth, h = tip.offsetHeight;
     const box = el.getBoundingClientRect(), r = canvas.getBoundingClientRect();
     const px = event ? event.clientX : r.left, py = event ? event.clientY : r.bottom;
-    let left = event ? px + 12 : px, top = event ? py + 14 : py;
-    if (left + w > x1 - TIP_MARGIN_PX && event) { left = px - 12 - w; }
-    if (top + h > y1 - TIP_MARGIN_PX) { top = (event ? py - 14 : r.top) - h; }
+    const touch = event && event.pointerType === "touch";
+    let left = touch ? px - w / 2 : event ? px + 12 : px, top = touch ? py - TOUCH_GAP_PX - h : event ? py + 14 : py;
+    if (left + w > x1 - TIP_MARGIN_PX && event && !touch) { left = px - 12 - w; }
+    if (touch && top < y0 + TIP_MARGIN_PX) { top = py + TOUCH_GAP_PX; }
+    if (!touch && top + h > y1 - TIP_MARGIN_PX) { top = (event ? py - 14 : r.top) - h; }
     left = Math.max(x0 + TIP_MARGIN_PX, Math.min(left, x1 - TIP_MARGIN_PX - w));
     top = Math.max(y0 + TIP_MARGIN_PX, Math.min(top, y1 - TIP_MARGIN_PX - h));
     tip.style.left = left - box.left + "px";
