@@ -213,6 +213,9 @@ def is_local(url: str, port: int) -> bool:
     return url.startswith((f"http://127.0.0.1:{port}/", f"ws://127.0.0.1:{port}/"))
 
 
+# The widths the dashboard's axe audit runs at (test_dashboard_browser.py), one test each.
+AXE_WIDTHS = (1366, 390, 768, 1536, 1680, 1920)
+
 # -- /proc: memory and processes (Linux) -------------------------------------------------------
 
 def rss_bytes(pid: int) -> int:

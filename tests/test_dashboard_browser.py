@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from dashboard_server import (
     AXE,
+    AXE_WIDTHS,
     NOTEBOOK,
     REPO,
     KernelSocket,
@@ -573,7 +574,7 @@ AXE_RUN = """async () => {
 
 
 @pytest.mark.axe
-@pytest.mark.parametrize("width", (1366, 390, 768, 1536, 1680, 1920))
+@pytest.mark.parametrize("width", AXE_WIDTHS)
 def test_axe_wcag21_aa_no_serious_violation(loaded, width):
     """axe-core (tests/a11y, pinned): no serious or critical WCAG 2.1 AA violation, colour contrast included.
     Before this work (project tooling notes, same axe version): aria-input-field-name (serious,
