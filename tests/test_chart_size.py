@@ -41,7 +41,7 @@ def test_a_reported_width_redraws_the_chart_for_it(panel, width, least_px):
     p.screen.width = width - 30  # the panel inside the page's margins
     assert p.plot.size.width_px <= width - 30 and p.image.layout.width == f"{p.plot.size.width_px}px"
     assert p.image.value != before and smallest_text_px(p.plot.fig) >= least_px
-    assert f"data-text-px='{round(p.plot.text_px, 2):g}'" in p.alt.value and f"data-for-width='{width - 30}'" in p.alt.value
+    assert f"data-text-px='{round(smallest_text_px(p.plot.fig), 2):g}'" in p.alt.value and f"data-for-width='{width - 30}'" in p.alt.value
 
 
 def test_a_forged_width_is_refused():

@@ -9,6 +9,7 @@ kernel how wide the panel is, and the panel draws its chart for that width:
     ChartSize, chart_size(width)   the figure's size in inches and its font size in points
     redraw_for_width               a panel's chart redrawn when its PanelWidth reports a width
     smallest_text_px(fig)          the smallest text the figure draws, in its own pixels
+    text_facts(fig, size)          that text and the width drawn for, as the alt text's data for the tests
     wrapped_title(fig, text, pt)   a title wrapped to the figure's width, measured (never cut off)
 
 The figure is shown at its own width in CSS px (``PANEL_DPI`` px per inch), so a font of ``pt``
@@ -115,6 +116,16 @@ def smallest_text_px(fig: Figure) -> float:
     """The smallest font of any visible text in ``fig``, in CSS px at its shown size (PANEL_DPI)."""
     sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
     return min(sizes) * PANEL_DPI / 72 if sizes else 0.0
+
+
+def text_facts(fig: Figure, size: ChartSize) -> dict[str, float]:
+    """What the browser tests read from a chart's alt text: its smallest text in CSS px at its own
+    width (``text_px``), the same in the PNG's own pixels (``image_text_px``: a test multiplies it by
+    shown width / natural width, reading the text as shown from the picture itself) and the panel
+    width it was drawn for (``for_width``)."""
+    text_px = smallest_text_px(fig)
+    return {"text_px": round(text_px, 2), "image_text_px": round(text_px * fig.dpi / PANEL_DPI, 2),
+            "for_width": size.for_width}
 
 
 class PanelWidth(anywidget.AnyWidget):

@@ -205,8 +205,8 @@ class Panel:
 
     @staticmethod
     def _controls(*rows: widgets.Widget) -> widgets.VBox:
-        """The rows of controls that drive the figure below them (``mha-controls``): on a laptop or
-        a projector the page keeps them in view while the rest of their panel scrolls past."""
+        """The rows of controls that drive the figure below them (``mha-controls``): they sit just
+        above it and scroll with the page (nothing is pinned over the page at any size)."""
         box = widgets.VBox(list(rows))
         box.add_class("mha-controls")
         return box

@@ -19,7 +19,7 @@ from .chart_size import (
     PanelWidth,
     chart_size,
     redraw_for_width,
-    smallest_text_px,
+    text_facts,
     wrapped_title,
 )
 from .controls import (
@@ -152,8 +152,7 @@ class CostPanel(Panel):
             f"Log-log plot of MACs per forward pass against sequence length N, d_model={d_model:,}: projections "
             f"(4 N d_model squared) grow linearly, attention (2 N squared d_model) quadratically, and they cross "
             f"at N = {s['crossover']:,}. Marker at N = {N:,}: {m['total']:,} MACs, {regime}.",
-            text_px=round(self.plot.text_px, 2),
-            image_text_px=round(self.plot.text_px * self.plot.fig.dpi / PANEL_DPI, 2), for_width=self.plot.size.for_width)
+            **text_facts(self.plot.fig, self.plot.size))
         self.image.layout.width = f"{self.plot.size.width_px}px"  # with the picture drawn for it, in one go
         self.by_h.value = _by_h_html(s)
         rows = "".join(
@@ -260,11 +259,6 @@ class _CostPlot:
         self.ax.draw_artist(self.marker)
         self.ax.draw_artist(self.note)
         return canvas_png(self.fig, draw=False)
-
-    @property
-    def text_px(self) -> float:
-        """The smallest text of the chart, in CSS px at its own width."""
-        return smallest_text_px(self.fig)
 
 
 def cost_panel(**kwargs) -> CostPanel:

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core.config import MHAConfig
 from ..core.counts import kv_cache_bytes
-from .chart_size import ChartSize, PanelWidth, chart_size, redraw_for_width, smallest_text_px
+from .chart_size import ChartSize, PanelWidth, chart_size, redraw_for_width, text_facts
 from .controls import (
     PANEL_DPI,
     PIXEL_RATIO,
@@ -140,8 +140,8 @@ class KVCachePanel(Panel):
         self._set_alt(self.alt,
             f"Bar chart of the KV cache in GiB for every n_kv of the {model} model at {n_tokens:,} tokens, {dtype}: "
             f"from {sizes[1] / 2**30:,.2f} GiB at n_kv=1 (MQA) to {sizes[s['h']] / 2**30:,.2f} GiB at n_kv={s['h']} (MHA). "
-            f"Highlighted: n_kv={n_kv}, {s['bytes'] / 2**30:,.2f} GiB.", text_px=round(self.plot.text_px, 2),
-            image_text_px=round(self.plot.text_px * self.plot.fig.dpi / PANEL_DPI, 2), for_width=self.plot.size.for_width)
+            f"Highlighted: n_kv={n_kv}, {s['bytes'] / 2**30:,.2f} GiB.",
+            **text_facts(self.plot.fig, self.plot.size))
         self.image.layout.width = f"{self.plot.size.width_px}px"  # with the picture drawn for it, in one go
 
 
@@ -205,11 +205,6 @@ class _KVPlot:
         self.highlight.set_bounds(bar.get_x(), 0, bar.get_width(), bar.get_height())
         ax.draw_artist(self.highlight)
         return canvas_png(self.fig, draw=False)
-
-    @property
-    def text_px(self) -> float:
-        """The smallest text of the chart, in CSS px at its own width."""
-        return smallest_text_px(self.fig)
 
 
 def kv_cache_panel(**kwargs) -> KVCachePanel:
