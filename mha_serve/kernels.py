@@ -12,9 +12,13 @@ additions, all traitlets set from the installed Jupyter configuration (``voila.j
     is about 10 GB of dashboard kernels (~125 MB each, measured), under half of a 24 GiB machine:
     a class of 60 with room for reloads.
 ``connect_grace``
-    A kernel whose page has never opened its websocket, and which has been idle (not running
-    the notebook) for this many seconds, is shut down. 30 s by default: a page connects within
-    a second or two of its HTML, even on a busy machine.
+    A kernel whose page has never opened its websocket, and which has been idle for this many
+    seconds since Voila finished running the notebook in it, is shut down. 30 s by default: a
+    page connects within a second or two of its HTML, even on a busy machine. The grace counts
+    from the end of the page's rendering (``RenderedKernelManager``), not from the kernel's last
+    message: a class of 60 arriving at ``make dashboard`` on 2 cores rendered 60 pages at once,
+    a kernel sat idle for up to 56 s between two cells while Voila waited for its turn, and a
+    grace counted from the last message shut down 9 kernels in the middle of their pages.
 ``disconnect_grace``
     A kernel whose page connected and then went away (tab closed, reloaded: a reload gets a
     new kernel in Voila) is shut down after this many idle seconds without a connection.
@@ -50,11 +54,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 
-from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+from jupyter_server.services.kernels.kernelmanager import (
+    AsyncMappingKernelManager,
+    ServerKernelManager,
+)
 from tornado.ioloop import PeriodicCallback
 from tornado.web import HTTPError
-from traitlets import Bool, Float, Integer, validate
+from traitlets import Bool, Float, Integer, default, validate
 
 # ~125 MB per dashboard kernel (RSS after rendering, measured by tests/test_dashboard_load.py);
 # 80 of them is ~10 GB, under half of a 24 GiB machine.
@@ -68,6 +76,27 @@ class KernelCapReached(HTTPError):
     def __init__(self, cap: int):
         super().__init__(503, "kernel cap of %d reached", cap,
                          reason="The dashboard is busy: try again in a minute")
+
+
+class RenderedKernelManager(ServerKernelManager):
+    """One kernel's manager that knows whether Voila is rendering a page in it. Voila runs the
+    notebook through a kernel client it asks this manager for (``client()``: nothing else in the
+    server does; a page's websocket connects through other means) and stops that client's channels
+    when the page is rendered."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self._clients = weakref.WeakSet()
+
+    def client(self, **kwargs):
+        kc = super().client(**kwargs)
+        self._clients.add(kc)
+        return kc
+
+    @property
+    def rendering(self) -> bool:
+        """True while a client of this kernel (Voila running the page) has its channels open."""
+        return any(kc.channels_running for kc in self._clients)
 
 
 class BoundedKernelManager(AsyncMappingKernelManager):
@@ -93,6 +122,10 @@ class BoundedKernelManager(AsyncMappingKernelManager):
                          help="Seconds without a student's kernel busy or sending before a pool refill starts.")
     refill_reserve = Integer(2, config=True,
                              help="A pool refill starts at once when fewer warmed kernels than this are left.")
+
+    @default("kernel_manager_class")
+    def _rendered_kernels(self):
+        return "mha_serve.kernels.RenderedKernelManager"
 
     @validate("max_kernels")
     def _positive_cap(self, proposal):
@@ -298,6 +331,9 @@ class BoundedKernelManager(AsyncMappingKernelManager):
         for kernel_id, kernel in list(self._kernels.items()):
             if kernel_id in pooled or kernel_id not in self._clock:
                 self._clock[kernel_id] = now  # the clock starts when the pool hands it out
+                continue
+            if getattr(kernel, "rendering", False):  # Voila is still running the page: no page yet
+                self._clock[kernel_id] = now
                 continue
             if self._kernel_connections.get(kernel_id, 0) or getattr(kernel, "execution_state", "") == "busy":
                 continue

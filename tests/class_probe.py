@@ -56,6 +56,13 @@ async def get_page(url: str, timeout: float = TIMEOUT_S) -> tuple[int, str]:
     return response.code, response.body.decode(errors="replace") if response.body else ""
 
 
+def widget_views(html: str) -> int:
+    """How many widgets the page displays: one view record each in its HTML. A page whose kernel's
+    outputs came late loses them (Voila's executor waits ``iopub_timeout`` for them, then moves
+    on), so an incomplete page has fewer than a quiet one."""
+    return html.count("application/vnd.jupyter.widget-view+json")
+
+
 def kernel_id(html: str) -> str | None:
     """The kernel Voila started for this page (None: no kernel in the page)."""
     found = re.search(r'"kernelId":\s*"([0-9a-f-]{36})"', html)
@@ -141,7 +148,7 @@ async def student(seat: int, url: str, moves: int = 3) -> dict:
     t0 = time.monotonic()
     try:
         status, html = await get_page(url)
-        record["html_s"], record["status"] = time.monotonic() - t0, status
+        record["html_s"], record["status"], record["views"] = time.monotonic() - t0, status, widget_views(html)
         kernel = kernel_id(html)
         if status != 200 or kernel is None:
             record["error"] = f"HTTP {status}" + ("" if kernel else ", no kernel in the page")
@@ -186,7 +193,8 @@ def quantile(values: list[float], p: float) -> float:
 
 def summary(records: list[dict]) -> dict:
     """The class's figures: seats ok and lost, arrival -> HTML and -> all widget states (s), slider
-    move -> kernel idle (ms): p50, p90, max."""
+    move -> kernel idle (ms): p50, p90, max; ``views``: the counts of widgets displayed in the pages
+    (one value when every page is whole)."""
     ok = [r for r in records if r["ok"]]
     html = [r["html_s"] for r in records if "html_s" in r]
     states = [r["states_s"] for r in ok]
@@ -198,7 +206,7 @@ def summary(records: list[dict]) -> dict:
     return {"seats": len(records), "ok": len(ok), "lost": len(records) - len(ok),
             "errors": sorted({r["error"] for r in records if not r["ok"]})[:3],
             "html_s": three(html), "states_s": three(states), "move_ms": three(moves),
-            "widgets": ok[0]["n_widgets"] if ok else 0, "state_kib": ok[0]["state_bytes"] // 1024 if ok else 0}
+            "views": sorted({r["views"] for r in ok}), "widgets": ok[0]["n_widgets"] if ok else 0, "state_kib": ok[0]["state_bytes"] // 1024 if ok else 0}
 
 
 def describe(s: dict) -> str:
@@ -206,7 +214,8 @@ def describe(s: dict) -> str:
             f"  arrival -> page HTML     p50 {s['html_s']['p50']:.2f}  p90 {s['html_s']['p90']:.2f}  "
             f"max {s['html_s']['max']:.2f} s\n"
             f"  arrival -> widget states p50 {s['states_s']['p50']:.2f}  p90 {s['states_s']['p90']:.2f}  "
-            f"max {s['states_s']['max']:.2f} s ({s['widgets']} widgets, {s['state_kib']} KiB)\n"
+            f"max {s['states_s']['max']:.2f} s ({s['widgets']} widgets, {s['state_kib']} KiB; "
+            f"widgets displayed in a page: {', '.join(map(str, s['views']))})\n"
             f"  slider move -> idle      p50 {s['move_ms']['p50']:.0f}  p90 {s['move_ms']['p90']:.0f}  "
             f"max {s['move_ms']['max']:.0f} ms")
 

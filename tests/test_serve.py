@@ -10,6 +10,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,53 @@ def test_reaper_leaves_connected_and_unknown_kernels_alone():
     km._kernels["b"] = Kernel()  # not started by this manager's start_kernel: its clock starts now
     assert asyncio.run(km.reap_unconnected()) == []
     assert "b" in km._clock
+
+
+def test_a_kernel_voila_is_still_rendering_waits_for_its_page_and_its_grace_counts_from_the_end():
+    """A class of 60 at ``make dashboard``: kernels idle for up to 56 s between two cells (Voila
+    rendering 60 pages on 2 cores) were shut down as "no page connected" in the middle of their
+    pages. The connect grace now counts from the end of the rendering."""
+    km = kernels.BoundedKernelManager(connect_grace=30)
+
+    class Kernel:
+        execution_state = "idle"
+        last_activity = None  # no message for ever
+        rendering = True
+
+    km._kernels["k"] = Kernel()
+    km._clock["k"] = time.monotonic() - 3600  # started an hour ago, never connected
+    assert asyncio.run(km.reap_unconnected()) == []
+    Kernel.rendering = False  # the page's HTML is out: its 30 s start now
+    assert asyncio.run(km.reap_unconnected()) == []
+    km._clock["k"] -= 31
+    shut = []
+
+    async def shutdown(kernel_id, *args, **kwargs):
+        shut.append(kernel_id)
+
+    km.shutdown_kernel = shutdown
+    assert asyncio.run(km.reap_unconnected()) == ["k"] and shut == ["k"]
+
+
+def test_a_kernel_knows_while_a_client_runs_the_page_in_it():
+    """Voila runs a page through a client of the kernel's own manager: ``rendering`` is True while
+    that client's channels are open, on a real kernel started by the bounded manager."""
+    async def run():
+        km = kernels.BoundedKernelManager()
+        kernel_id = await km.start_kernel(kernel_name="python3")
+        try:
+            kernel = km.get_kernel(kernel_id)
+            assert isinstance(kernel, kernels.RenderedKernelManager) and not kernel.rendering
+            kc = kernel.client()
+            kc.start_channels()
+            await kc.wait_for_ready(timeout=60)
+            assert kernel.rendering
+            kc.stop_channels()
+            assert not kernel.rendering
+        finally:
+            await km.shutdown_kernel(kernel_id, now=True)
+
+    asyncio.run(run())
 
 
 def test_installed_files_match_the_wheel_data_files(tmp_path):
