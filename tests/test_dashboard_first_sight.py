@@ -31,7 +31,8 @@ What a first visit found, and what defends each fix here:
     offered on this input: ...", never a status of the open head; on a 1920 x 960 projector the
     controls have room (buttons 1.5 x their text tall, no label wraps, 250 px slider tracks);
   - the fourth pass: a maximised 1920 window (1920 x 960) holds more than half of the big map on its
-    first screen, with its controls beside it, all of them on that screen.
+    first screen, with its controls beside it, all of them on that screen; on a phone "write" brings
+    the text it writes into view, and every glossary tip opens inside the screen.
 """
 
 from __future__ import annotations
@@ -587,6 +588,27 @@ def test_the_write_panel_fits_a_phone_in_plain_words(browser, server):
     labels = page.locator(".mha-write-panel .widget-label").all_inner_texts()
     assert "rows' layer" in labels and "rows' head" in labels and "layer" not in labels
     assert page.locator(".mha-write-rows").is_visible() and page.errors == []
+    # the fourth visit: the text written came 9 px inside the screen, under the lines that grow above it
+    text = page.locator(".mha-write-text").bounding_box()
+    assert 0 <= text["y"] and text["y"] + min(text["height"], 80) <= 844, text
+    _close(page)
+
+
+def test_every_glossary_tip_opens_inside_a_phone_screen(browser, server):
+    """The fourth visit: a tip opened leftwards from a word in the middle of a line started 82 px
+    left of the screen. Each tip now lies 8 px or more inside the 390 px screen."""
+    page = _open(browser, server, "phone")
+    terms = page.locator(".jp-RenderedMarkdown .mha-term:visible")
+    boxes = []
+    for i in range(terms.count()):
+        term = terms.nth(i)
+        term.scroll_into_view_if_needed()
+        term.tap(force=True)  # force: the tip left open by the last tap may lie over this word
+        boxes.append(page.evaluate("""() => { const t = document.activeElement.querySelector('.mha-term-tip');
+          const r = t.getBoundingClientRect(); return [t.textContent.slice(2, 24), r.left, r.right, r.width]; }"""))
+        page.evaluate("document.activeElement.blur()")
+    assert len(boxes) >= 5, boxes
+    assert [b for b in boxes if b[1] < 8 or b[2] > 390 - 8 or b[3] < 100] == [], boxes
     _close(page)
 
 

@@ -174,7 +174,9 @@ def test_random_init_keeps_the_mask_the_page_showed_or_says_it_changed(fake_toy_
     p.causal.value = False  # the reader's own random setting
     p.kind.value = "trained"
     moved = re.search(r"class='mha-heads-moved'[^>]*>([^<]*)<", p.caption.value).group(1)
-    assert "the causal mask is now on (was off)" in moved, moved
+    assert "the causal mask is now on (was off): the toy model was trained with it" in moved, moved
+    # the fourth cold visit: the mask's reason was "the toy task has that many tokens"; each move has its own
+    assert all(("tokens" in part) == part.startswith("N ") for part in moved.split("; ")), moved
     p.kind.value = "random"  # the reader's setting comes back, and the panel says so
     assert p.causal.value is False and p.causal.description == "causal mask: off"
     moved = re.search(r"class='mha-heads-moved'[^>]*>([^<]*)<", p.caption.value).group(1)

@@ -309,13 +309,19 @@ def test_the_induction_demo_marks_the_repeat_and_says_demo_input(panel):
     assert "mha-active" not in panel.induction._dom_classes
 
 
-def test_back_to_your_sentence_restores_the_model_and_the_sentence(panel):
+def test_back_to_your_sentence_restores_the_model_the_sentence_and_the_head(panel):
+    """The fourth cold visit: back from the demo landed on the demo's layer and head cut down to
+    MiniLM's size (a head with no pattern), with the lit "find a head" button gone."""
     panel.sentence.value = "my own words here"
+    layer, head, _ = panel.show_pattern("first token")
     panel.induction_demo()
     assert panel.model.value == "smollm2" and panel.mode == "induction"
+    assert (panel.layer.value, panel.head.value) != (layer, head)
     panel.back.click()
     assert (panel.model.value, panel.mode, panel.sentence.value) == ("minilm", "sentence", "my own words here")
     assert "fake minilm" in panel.label.value and "own" in panel.tokens_html.value and panel.status.value == ""
+    assert (panel.layer.value, panel.head.value, panel.pattern) == (layer, head, "first token")
+    assert _lit(panel) == ["first token"] and f"<b>layer {layer}</b>" in panel.label.value
 
 
 def _lit(panel) -> list[str]:

@@ -68,6 +68,12 @@ def test_shape_explorer_h_offers_only_divisors_of_d_model():
     p.d_model.value = 512
     assert p.h.value == 2  # 3 does not divide 512: the nearest smaller divisor
     assert "d_k = d_model / h = 512 / 2" in p.summary.value
+    # and the page says so, once (a cold visitor saw h move without a word)
+    assert "h is now 2 (was 3): h must divide d_model = 512" in p.status.value
+    p.B.value = 3
+    assert p.status.value == ""
+    p.d_model.value = 768  # h = 2 divides 768: nothing to say
+    assert p.h.value == 2 and p.status.value == ""
 
 
 def test_shape_explorer_forged_h_gives_a_readable_message():

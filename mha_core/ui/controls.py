@@ -275,10 +275,16 @@ class Panel:
 def changed_offering_divisors(panel, change) -> None:
     """``_changed`` for panels with d_model and h: h offers only the divisors of d_model.
 
-    When d_model moves, h keeps its value if it still divides, else takes the largest smaller divisor.
+    When d_model moves, h keeps its value if it still divides, else takes the largest smaller divisor,
+    and the status line says so (until the next redraw: a value that moved without a word confused a
+    cold visitor).
     """
+    before = panel.h.value
     if not panel._syncing and change["owner"] is panel.d_model:
         options = divisors(panel.d_model.value, MAX_HEADS)
         keep = panel.h.value if panel.h.value in options else max(k for k in options if k <= panel.h.value)
         panel._replace_options(panel.h, options, keep)
     Panel._changed(panel, change)
+    if panel.h.value != before and not panel.status.value:
+        panel.status.value = (f"<p class='mha-moved' role='status'>h is now {panel.h.value} (was {before}): "
+                              f"h must divide d_model = {panel.d_model.value}.</p>")

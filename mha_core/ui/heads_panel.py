@@ -221,6 +221,7 @@ class HeadExplorer(Panel):
         was trained causally). Random: the earlier random settings come back."""
         available = trained_available()
         before = (self.h.value, self.N.value, self.causal.value)
+        why = {}  # each moved setting's reason, said beside it
         if kind == "trained" and available:
             self._random_settings = (self.h.value, self.N.value, self.causal.value)
             longest = toy_task().n
@@ -231,6 +232,8 @@ class HeadExplorer(Panel):
                 self.causal.value = True
                 self.causal.disabled = True
                 self.causal.tooltip = "on: the toy model was trained with the causal mask"
+            why = {"h": f"the toy models were trained with h = {', '.join(map(str, available))}",
+                   "N": f"the toy task has {longest} tokens", "the causal mask": "the toy model was trained with it"}
         elif kind == "random" and self.causal.disabled:
             h, N, causal = self._random_settings
             self._replace_options(self.h, HEAD_CHOICES, h)
@@ -239,15 +242,14 @@ class HeadExplorer(Panel):
                 self.causal.disabled = False
                 self.causal.tooltip = CAUSAL_TIP
                 self.causal.value = causal
-        # a switch that moves h, N or the mask says so where the reader looks (under the controls)
+        # a switch that moves h, N or the mask says so where the reader looks (under the controls),
+        # each with its own reason (trained), or the one reason of all (random: the earlier settings)
         on_off = {True: "on", False: "off"}
-        moved = [f"{name} is now {new} (was {old})" for name, old, new in
+        moved = [f"{name} is now {new} (was {old})" + (f": {why[name]}" if name in why else "") for name, old, new in
                  (("h", before[0], self.h.value), ("N", before[1], self.N.value),
                   ("the causal mask", on_off[before[2]], on_off[self.causal.value])) if old != new]
-        self._kind_note = ("" if not moved else
-                           f"{' and '.join(moved)}: the {'toy task has' if kind == 'trained' else 'random layer reads'} "
-                           f"{'that many tokens' if kind == 'trained' else 'the sentence'}"
-                           f"{'' if kind == 'trained' else ' with the settings it had before'}.")
+        self._kind_note = ("" if not moved else "; ".join(moved) + "." if why else
+                           f"{' and '.join(moved)}: the random layer reads the sentence with the settings it had before.")
 
     def _set_n_range(self, top: int, value: int) -> None:
         """N's slider to ``[2, top]`` at ``value``, without a redraw in between."""

@@ -197,7 +197,7 @@ class RealHeadsPanel(Panel):
                                    layout=widgets.Layout(display="none"))
         self.back.add_class("mha-real-back")
         self.back.on_click(lambda _b: self.leave_demo())
-        self._before_demo: str | None = None  # the model shown before the demo
+        self._before_demo: tuple[str, int, int, str] | None = None  # (model, layer, head, pattern) before the demo
         self.presets = {}
         for name in PATTERNS:
             button = widgets.Button(description=name, tooltip=f"open the head with the highest {name} score")
@@ -294,15 +294,20 @@ class RealHeadsPanel(Panel):
                     self.sentence.value = self._typed
 
     def leave_demo(self) -> None:
-        """"back to your sentence": the model and the sentence shown before the induction demo."""
+        """"back to your sentence": the model, the sentence, the head and the overview's pattern shown
+        before the induction demo (a cold visit came back to the demo's layer and head, cut down to
+        the other model's size: a head with no pattern)."""
         if self.mode != "induction":
             return
         self._leave_demo()
-        if self._before_demo is not None and self._before_demo != self.model.value:
+        if self._before_demo is not None:
+            model, layer, head, self.pattern = self._before_demo
             with self._quiet():
-                self.model.value = self._before_demo
-                m = self.get_model(self._before_demo)
-                self._set_limits(m.n_layers, m.n_heads)
+                if model != self.model.value:
+                    self.model.value = model
+                    m = self.get_model(model)
+                    self._set_limits(m.n_layers, m.n_heads)
+                self.layer.value, self.head.value = layer, head
         self.refresh()
 
     @contextlib.contextmanager
@@ -440,7 +445,8 @@ class RealHeadsPanel(Panel):
             return None
         with self._quiet():
             if self.mode != "induction":  # what "back to your sentence" returns to
-                self._typed, self._before_demo = self.sentence.value, self.model.value
+                self._typed = self.sentence.value
+                self._before_demo = (self.model.value, self.layer.value, self.head.value, self.pattern)
             self.model.value = model_name
             self._set_limits(*scores.shape)
             self.layer.value, self.head.value = best[0], best[1]
@@ -572,8 +578,8 @@ class RealHeadsPanel(Panel):
         self.find_note.value = _not_offered(why)
         demo = self.mode == "induction"
         self.back.layout.display = None if demo else "none"
-        self.demo_note.value = "" if not demo else _demo_note(m, MODELS.get(self._before_demo or model, model),
-                                                              switched=(self._before_demo or model) != model)
+        before = self._before_demo[0] if self._before_demo else model
+        self.demo_note.value = "" if not demo else _demo_note(m, MODELS.get(before, model), switched=before != model)
         weights_said = weights_note(m)
         short = (f"<b>{html.escape(view.short.split(',')[0])}</b>, "
                  f"{'real' if model in SHIPPED else 'your own'} parameters, "
