@@ -206,6 +206,97 @@ def test_links_and_assets_stay_inside_the_site(site):
                     assert _soup(target).find(id=url.split("#")[1]), f"{path.name}: no anchor {url}"
 
 
+# -- the live panels' states (scripts/site_states.py) and the size budget --------------------------
+
+SITE_BUDGET_BYTES = 30_000_000  # the whole site, states included
+PAGE_BUDGET_BYTES = 2_000_000  # one page as it first loads: its HTML and every asset, no panel states
+
+
+def _index(out: Path, panel: str) -> dict:
+    return json.loads((out / "assets" / "states" / panel / "index.json").read_text(encoding="utf-8"))
+
+
+def _stored(out: Path, panel: str, stem: str) -> tuple[dict, np.ndarray]:
+    """A stored state: its JSON and its weights (h, N, N) as the page decodes them (byte / scale)."""
+    folder = out / "assets" / "states" / panel
+    meta = json.loads((folder / f"{stem}.json").read_text(encoding="utf-8"))
+    scale = _index(out, panel)["scale"]
+    w = np.frombuffer((folder / f"{stem}.u8").read_bytes(), dtype=np.uint8).reshape(meta["shape"]) / scale
+    return meta, w
+
+
+def test_the_heads_panel_is_live_on_both_its_pages(site):
+    """The dashboard's heads panel and lesson 04's are live: their h, N, mask, weights and query
+    controls carry data-control, and the note says the numbers were computed by mha_core."""
+    out, summary = site
+    assert summary["states"]["heads"]["states"] == len(_index(out, "heads")["states"])
+    for href in ("04_head_heatmaps.html", "dashboard.html"):
+        boxes = _soup(out / href).select(".site-live[data-live=heads]")
+        assert len(boxes) == 1, f"{href}: {len(boxes)} live heads panels"
+        moved = {c["data-control"] for c in boxes[0].select("[data-control]")}
+        assert moved == {"h", "N", "causal", "kind", "query"}
+        note = boxes[0].find_previous_sibling("p", class_="site-live-note").get_text(" ")
+        assert "computed by mha_core when this site was built" in " ".join(note.split())
+        # the one control that stays frozen (a download) is named as such
+        frozen = [b.get_text() for b in boxes[0].select("button")
+                  if not b.has_attr("data-control") and not b.find_parent(attrs={"data-control": True})]
+        assert frozen == ["PNG + SVG"] and "“PNG + SVG” button" in note
+
+
+def test_the_heads_states_cover_every_setting_and_equal_mha_core(site):
+    """Every (weights, h, N, mask) the panel offers has a state; a sample of them equals what
+    ``head_weights`` (the core's numbers) gives, to half a quantisation step, labels included."""
+    from mha_core.teaching.demo import DEMO_MAX_TOKENS
+    from mha_core.ui.heads_panel import HEAD_CHOICES, head_weights, toy_task, trained_available
+
+    out, _ = site
+    index = _index(out, "heads")
+    states = {tuple(values): stem for values, stem in index["states"]}
+    random = {("random", h, n, c) for h in HEAD_CHOICES for n in range(2, DEMO_MAX_TOKENS + 1) for c in (False, True)}
+    trained = {("trained", h, n, True) for h in trained_available() for n in range(2, toy_task().n + 1)}
+    assert set(states) == random | trained
+    assert trained, "the trained toy models are part of the site's states"
+    rng = np.random.default_rng(0)
+    keys = sorted(states, key=str)
+    sample = [keys[i] for i in rng.choice(len(keys), 12, replace=False)]
+    sample += [("random", 16, DEMO_MAX_TOKENS, False), ("random", 1, 2, True), ("trained", max(trained_available()), toy_task().n, True)]
+    for kind, h, n, causal in sample:
+        meta, stored = _stored(out, "heads", states[(kind, h, n, causal)])
+        labels, weights, _ = head_weights(h, n, causal=causal, kind=kind)
+        assert meta["labels"] == labels and stored.shape == weights.shape == (h, n, n)
+        worst = np.abs(stored - weights).max()
+        assert worst <= 0.5 / index["scale"] + 1e-6, f"{kind} h={h} N={n} causal={causal}: off by {worst:.4f}"
+
+
+def _first_load_bytes(out: Path, page: Path) -> int:
+    """What a page loads before any panel's states: its HTML, the CSS, scripts and modules it
+    names (site.js's imports and the heatmaps' ESM files included) and every KaTeX font."""
+    soup = _soup(page)
+    names = {el.get("href") or el.get("src") for el in soup.select("link[href], script[src]")}
+    names |= {f"assets/{el['data-esm']}" for el in soup.select("[data-esm]")}
+    names = {n for n in names if n and not re.match(r"[a-z]+:", n)}
+    scripts = [out / n for n in names if n.endswith(".js")]
+    for js in scripts:  # the modules they import ("./live.js")
+        names |= {f"assets/{m}" for m in re.findall(r'from "\./([\w.-]+\.js)"', js.read_text(encoding="utf-8"))}
+    fonts = sum(f.stat().st_size for f in (out / "assets" / "katex" / "fonts").glob("*"))
+    return page.stat().st_size + sum((out / n).stat().st_size for n in names) + fonts
+
+
+def test_the_site_keeps_its_size_budget(site):
+    """The whole site <= 30 MB, and every page loads < 2 MB before its panels' states (a phone
+    on a weak network); the states are loaded only when a panel scrolls into view."""
+    out, summary = site
+    total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    first = {p.name: _first_load_bytes(out, p) for p in out.glob("*.html")}
+    heaviest = max(first, key=first.get)
+    print(f"\nsite {total / 1e6:.1f} MB (states {sum(s['bytes'] for s in summary['states'].values()) / 1e6:.1f} MB); "
+          f"heaviest first load {heaviest} {first[heaviest] / 1e6:.2f} MB, home page {first['index.html'] / 1e6:.2f} MB")
+    assert total <= SITE_BUDGET_BYTES, f"the site is {total / 1e6:.1f} MB"
+    assert first[heaviest] < PAGE_BUDGET_BYTES, f"{heaviest} loads {first[heaviest] / 1e6:.2f} MB"
+    assert "assets/states" not in " ".join(str(_soup(p)) for p in out.glob("*.html")), \
+        "a page names a state file: states load only when their panel scrolls into view"
+
+
 # -- in a browser --------------------------------------------------------------------------------------
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -224,8 +315,8 @@ def server(site):
     thread.join()
 
 
-def _page(browser, server, width: int, outside: list[str], errors: list[str]):
-    context = browser.new_context(viewport={"width": width, "height": 900})
+def _page(browser, server, width: int, outside: list[str], errors: list[str], *, touch: bool = False):
+    context = browser.new_context(viewport={"width": width, "height": 900}, has_touch=touch, is_mobile=touch)
 
     def route(r):  # anything not served by our local server is recorded and refused
         if r.request.url.startswith((server, "data:", "blob:")):
@@ -340,6 +431,144 @@ def test_heatmap_hovers_without_a_kernel(server, browser):
     assert heat.locator(".mha-heatmap-tip").text_content() == (
         f'head 3: query 1 "{labels[1]}" -> key 1 "{labels[1]}" = {w[3, 1, 1]:.4f}')
     assert outside == [] and errors == []
+    page.context.close()
+
+
+LIVE_FACTS = """(box) => {
+  const heat = box.querySelector('.site-heatmap');
+  return {shown: box.dataset.shown, drawn: Number(heat.dataset.drawn), title: heat.querySelector('.mha-heatmap-title').textContent,
+          maps: heat.querySelectorAll('canvas').length, status: box.querySelector('.site-live-status').textContent,
+          disabled: Array.from(box.querySelectorAll('[data-control] input, [data-control] select, button[data-control], [data-control] button'))
+                         .filter(e => e.disabled).map(e => e.closest('[data-control]').dataset.control)};
+}"""
+
+# one move of each control, as a person makes it, from random weights (lesson 04 saves h=8, N=20,
+# no mask; the dashboard saves the trained toy model, which the test leaves first):
+# (control, how, what the state's file name then holds; None: the mask flipped, or, back to random
+# weights, exactly the random settings before the switch to trained)
+LIVE_MOVES = [("N", "end", "-64-"), ("h", "start", "random-1-"), ("causal", "press", None),
+              ("kind", "trained", "trained-"), ("kind", "random", None)]
+
+
+def _move(page, box, control: str, how: str, touch: bool) -> None:
+    """Move one control of a live panel: a slider to one end (a tap on the track's end on a phone,
+    the End/Home key with a keyboard), a toggle pressed, a weights button picked."""
+    el = box.locator(f'[data-control="{control}"]')
+    if how in ("end", "start"):
+        slider = el.locator("input")
+        if touch:
+            b = slider.bounding_box()
+            slider.tap(position={"x": b["width"] - 2 if how == "end" else 2, "y": b["height"] / 2})
+        else:
+            slider.focus()
+            page.keyboard.press("End" if how == "end" else "Home")
+    else:
+        target = el if how == "press" else el.locator("button", has_text=re.compile(f"^{how}"))
+        target.tap() if touch else target.click()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("href", ["04_head_heatmaps.html", "dashboard.html"])
+def test_every_control_of_the_live_heads_panel_moves_its_figure(site, server, browser, href, width):
+    """At 1366 px with a mouse and keyboard, at 390 px by touch: the states load only once the
+    panel scrolls into view; each control moved changes the state and redraws the maps (as
+    many as h); a weight read by hover equals the stored byte / 255; the query menu outlines a
+    row; no request leaves 127.0.0.1, no console error, and axe finds no serious violation in
+    the panel."""
+    assert AXE.is_file(), NO_AXE
+    out, _ = site
+    touch = width < 600
+    outside: list[str] = []
+    errors: list[str] = []
+    page = _page(browser, server, width, outside, errors, touch=touch)
+    loaded: list[str] = []
+    page.on("request", lambda r: loaded.append(r.url) if "/assets/states/" in r.url else None)
+    _open(page, server + href)
+    box = page.locator(".site-live")
+    if href.startswith("04"):  # the panel is far below the first screen: nothing of it loaded yet
+        assert loaded == [], f"states loaded before their panel came into view: {loaded[:3]}"
+    box.scroll_into_view_if_needed()
+    page.wait_for_selector(".site-live[data-live-ready]", timeout=LOAD_TIMEOUT_MS)
+    facts = box.evaluate(LIVE_FACTS)
+    # the trained toy model was trained with the mask: its toggle is locked on, as in the notebook
+    assert facts["disabled"] == ([] if facts["shown"].startswith("random-") else ["causal"]), facts
+    moves = LIVE_MOVES if facts["shown"].startswith("random-") else [("kind", "random", "random-"), *LIVE_MOVES]
+    random_before = None
+    for control, how, becomes in moves:
+        before = box.evaluate(LIVE_FACTS)
+        if how == "trained":
+            random_before = before["shown"]
+        if becomes is None:
+            becomes = random_before if how == "random" else (
+                before["shown"][:-len("true")] + "false" if before["shown"].endswith("-true") else before["shown"][:-len("false")] + "true")
+        _move(page, box, control, how, touch)
+        page.wait_for_function("([el, s, w]) => el.dataset.shown !== s && el.dataset.shown.includes(w)",
+                               arg=[box.element_handle(), before["shown"], becomes], timeout=LOAD_TIMEOUT_MS)
+        page.wait_for_function("([el, d]) => Number(el.querySelector('.site-heatmap').dataset.drawn) > d",
+                               arg=[box.element_handle(), before["drawn"]], timeout=LOAD_TIMEOUT_MS)
+        after = box.evaluate(LIVE_FACTS)
+        h = int(after["shown"].split("-")[1])
+        assert after["maps"] == h and after["title"] != before["title"], f"{control}: {before} -> {after}"
+        assert after["disabled"] == ([] if after["shown"].startswith("random-") else ["causal"]), after
+    # trained -> random brought the earlier random settings back, and says so
+    assert "the settings it had before" in box.evaluate(LIVE_FACTS)["status"]
+    # the hover tip reads the stored weight (random, h=1, N=64, causal): query 40, key 3
+    meta, w = _stored(out, "heads", box.get_attribute("data-shown"))
+    canvas = box.locator("canvas").first
+    canvas.scroll_into_view_if_needed()
+    left, top = float(box.locator(".site-heatmap").get_attribute("data-label-left")), 4
+    b = canvas.bounding_box()
+    side, n = b["width"] - left - 4, meta["shape"][1]
+    q, k = 40, 3
+    at = {"x": left + (k + 0.5) * side / n, "y": top + (q + 0.5) * side / n}
+    if touch:
+        canvas.tap(position=at)
+    else:
+        page.mouse.move(b["x"] + at["x"], b["y"] + at["y"])
+    tip = box.locator(".mha-heatmap-tip").text_content()
+    assert tip == f'head 0: query {q} "{meta["labels"][q]}" -> key {k} "{meta["labels"][k]}" = {w[0, q, k]:.2f}'
+    drawn = box.evaluate(LIVE_FACTS)["drawn"]
+    box.locator('[data-control="query"] select').select_option(index=6)  # "5: ..."
+    assert box.evaluate(LIVE_FACTS)["drawn"] > drawn
+    page.add_script_tag(path=str(AXE))
+    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", "axe.run('.site-live'"))
+               if v["impact"] in ("serious", "critical")]
+    assert serious == [] and outside == [] and errors == [], (serious, outside, errors)
+    page.context.close()
+
+
+REDRAW_MS = """async (box) => {
+  const range = box.querySelector('[data-control="N"] input');
+  const heat = box.querySelector('.site-heatmap');
+  const times = [];
+  for (let i = 0; i < 30; i++) {
+    const n = 2 + ((i * 37) % 63);  // N values in a scattered order (each state loaded afresh)
+    if (String(n) === range.value) { continue; }
+    const drawn = Number(heat.dataset.drawn);
+    const t0 = performance.now();
+    range.value = String(n);
+    range.dispatchEvent(new Event('input', {bubbles: true}));
+    while (Number(heat.dataset.drawn) === drawn) { await new Promise(requestAnimationFrame); }
+    times.push(performance.now() - t0);
+  }
+  return times.sort((a, b) => a - b);
+}"""
+
+
+def test_a_slider_move_redraws_in_time(site, server, browser):
+    """From a move of N to the redrawn maps (the state fetched from the local server, decoded
+    and drawn), at 1366 px: printed as p50/p90; p90 under 1 s even on a busy machine."""
+    outside: list[str] = []
+    errors: list[str] = []
+    page = _page(browser, server, 1366, outside, errors)
+    _open(page, server + "04_head_heatmaps.html")
+    box = page.locator(".site-live")
+    box.scroll_into_view_if_needed()
+    page.wait_for_selector(".site-live[data-live-ready]", timeout=LOAD_TIMEOUT_MS)
+    times = box.evaluate(REDRAW_MS)
+    p50, p90 = times[len(times) // 2], times[int(len(times) * 0.9)]
+    print(f"\nslider move -> redrawn maps: p50 {p50:.0f} ms, p90 {p90:.0f} ms ({len(times)} moves, h=8)")
+    assert p90 < 1000 and outside == [] and errors == []
     page.context.close()
 
 
