@@ -27,7 +27,10 @@ output is executed once more into memory with its widget state stored (nbclient)
 widget outputs are taken from that run; every other output is the committed one. Each widget
 is drawn as static HTML from its saved state (``StaticWidgets``): text, tables, figures with
 their alt text, controls shown at their saved values but disabled, under a note that says a
-kernel is needed to move them. The client-side heatmap (an anywidget) is drawn by its own
+kernel is needed to move them. Live panels (``scripts/site_states.py``, ``LIVE``) are the
+exception: every state their controls can reach is computed by the panel's own code at build
+time into ``assets/states/<panel>/``, and ``assets/live.js`` enables their controls and looks
+the states up once the panel scrolls into view. The client-side heatmap (an anywidget) is drawn by its own
 ``mha_core/ui/static/*.js`` file with a small stand-in for the widget model (assets/site.js), so
 it still shows the exact weight and both tokens on hover, with no kernel. An unknown widget
 type stops the build (never a silent ``VBox(...)``).
@@ -428,8 +431,10 @@ def _home_markdown(pages: list[Page], binder: str | None) -> str:
              "their results. Start with lesson 00.", "",
              "These pages are the course's notebooks, made for reading: the code and its results are "
              "shown as they were when the notebooks were run, and nothing runs here. The attention "
-             "heatmaps still respond when you point at them; the other sliders and buttons need "
-             "Python running behind them, and each panel says so (see *Run it yourself* below).", ""]
+             "heatmaps still respond when you point at them, and the panels marked *live* move "
+             "with their controls: every setting they offer was computed by the course's own code "
+             "when this site was built. The other panels' sliders and buttons need Python running "
+             "behind them, and each panel says so (see *Run it yourself* below).", ""]
     for kind, heading in groups:
         members = [p for p in pages if p.kind == kind]
         if members:
