@@ -68,8 +68,10 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 SITE_TITLE = "Multi-head attention, taught in NumPy"
 KERNEL_NOTE = "run this notebook to move it"
 COMPUTED_NOTE = ("Every setting it offers was computed by <code>mha_core</code> when this site was built, "
-                 "and is loaded when the panel scrolls into view; the weights are stored to the nearest "
-                 "1/255, so the tip shows them to 2 decimals.")
+                 "and is loaded when the panel scrolls into view.")
+LIVE_HEATMAP_NOTE = ("The weights are stored to the nearest 1/255, so the tip shows them to 2 decimals: point "
+                     "at a cell (or tap it, or Tab to a map and use the arrow keys) to read its weight and its "
+                     "two tokens; a click outlines that query's row.")
 RUN_IT = "index.html#Run-it-yourself"  # the home page's section on running the course
 DEFAULT_OUT = {False: ROOT / "build" / "site", True: ROOT / "build" / "site-teachers"}  # by --for-teachers
 SOLUTIONS_NOTE = "index.html#Solutions"  # on a students' site: where the solutions are given out
@@ -340,16 +342,15 @@ def _kernel_note(controls: list[str], heatmaps: int, where: str) -> str:
             f"running behind them, so they do nothing on this page: {KERNEL_NOTE} ({where}).{hover}</p>")
 
 
-def _live_note(moved: list[str], frozen: list[str], buttons: list[str], where: str) -> str:
+def _live_note(moved: list[str], frozen: list[str], buttons: list[str], heatmaps: int, where: str) -> str:
     """The note over a live panel: its controls work here, from states computed at build time;
     ``frozen`` (settings) and ``buttons`` (their names) need a kernel, and the note says so."""
     still = [*dict.fromkeys(frozen), *(f"the “{b}” button" for b in dict.fromkeys(buttons))]
     rest = (f" Still frozen here, as they need Python running behind them ({_esc('; '.join(still))}): "
             f"run this notebook to use them ({where})." if still else "")
+    hover = f" {LIVE_HEATMAP_NOTE}" if heatmaps else ""
     return (f'<p class="site-kernel-note site-live-note" role="note"><strong>A live panel</strong>: move '
-            f"{_esc(', '.join(dict.fromkeys(moved)))} and the figure follows. {COMPUTED_NOTE} Point at a "
-            "cell (or tap it, or Tab to a map and use the arrow keys) to read its weight and its two tokens; "
-            f"a click outlines that query's row.{rest}</p>")
+            f"{_esc(', '.join(dict.fromkeys(moved)))} and the figure follows. {COMPUTED_NOTE}{hover}{rest}</p>")
 
 
 def widget_states(nb_path: Path, timeout: int = 600) -> tuple[nbformat.NotebookNode, float]:
@@ -394,7 +395,8 @@ def static_widgets(nb, nb_path: Path, executed, heatmap_esm: dict[str, str], whe
             renderer = StaticWidgets(state, heatmap_esm, live)
             body = renderer.render(views.pop(0)["data"][WIDGET_VIEW]["model_id"])
             if renderer.live_controls:
-                note = _live_note(renderer.live_controls, renderer.controls, renderer.buttons, where)
+                note = _live_note(renderer.live_controls, renderer.controls, renderer.buttons,
+                                  renderer.heatmaps, where)
             else:
                 note = _kernel_note(renderer.controls, renderer.heatmaps, where) if renderer.has_controls else ""
             kept.append(nbformat.v4.new_output(

@@ -10,10 +10,13 @@ The files, under ``assets/states/<panel>/`` of the site:
 
     index.json     the controls (name, values in the panel's order, labels) and the states:
                    [[value of each control, ...], "file stem"], one entry per state
-    <stem>.json    a state's small things: labels, title, alt, caption, the query menu's labels
-    <stem>.u8      a state's weights, shape (h, N, N), one byte each: weight = byte / 255
+    <stem>.json    a state's small things: "html" {a widget's CSS class: its new HTML} (captions,
+                   numbers), "texts" {control: its new text}, and for a heatmap its labels,
+                   title, alt text and shape, for a picture its alt text
+    <stem>.u8      a heatmap's weights, shape (h, N, N), one byte each: weight = byte / 255
                    (QUANT_STEP = 1/255; the tip shows 2 decimals, which the bytes hold exactly
                    enough: the error is at most half a step, 0.002)
+    <stem>.png     a picture (the KV panel's bar chart), as the panel drew it, in fewer colours
 
 The page loads ``index.json`` when the panel scrolls into view, and one state's two files when
 the controls pick it.
@@ -21,15 +24,20 @@ the controls pick it.
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from bs4 import BeautifulSoup
 
 from mha_core.teaching.demo import DEMO_MAX_TOKENS
+from mha_core.ui.controls import divisors
 from mha_core.ui.heads_panel import HEAD_CHOICES, HeadExplorer, toy_task, trained_available
+from mha_core.ui.kv_panel import KV_CONTEXTS, KV_DTYPES, KV_MODELS, KVCachePanel
 
 QUANT_LEVELS = 255
 QUANT_STEP = 1 / QUANT_LEVELS
@@ -43,17 +51,19 @@ class StateTable:
     panel : the panel's name (its box has the class ``mha-<panel>-panel``)
     controls : {control name: (values in the panel's order, their labels)}, the controls that pick
         a state, in the order the page resolves them (the first one's value is kept when the
-        others must move to a state that exists)
-    states : () -> iterator of (values, meta, weights): ``values`` one per control, ``meta`` a
-        JSON-able dict, ``weights`` an ndarray of shape (h, N, N) with entries in [0, 1]
+        others must move to a state that exists). Labels that depend on the first control's
+        value are a dict {its value: labels, None where the value is not offered}.
+    states : () -> iterator of (values, meta, files): ``values`` one per control, ``meta`` a
+        JSON-able dict, ``files`` {suffix: bytes} ("u8": ``quantise(weights)``, "png")
     view : controls that change only the drawing, not the state (the outlined query row: the
         widget's own script draws it); the page moves them too
     """
 
     panel: str
     controls: dict[str, tuple[list, list[str]]]
-    states: Callable[[], Iterator[tuple[tuple, dict, np.ndarray]]]
+    states: Callable[[], Iterator[tuple[tuple, dict, dict[str, bytes]]]]
     view: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()  # the suffixes of every state's files besides its JSON
 
     @property
     def live_controls(self) -> list[str]:
@@ -70,8 +80,10 @@ def quantise(weights: np.ndarray) -> bytes:
 
 
 def stem(values: tuple) -> str:
-    """A state's file name: its control values joined, ``("random", 4, 12, False) -> "random-4-12-false"``."""
-    return "-".join(json.dumps(v).strip('"') for v in values)
+    """A state's file name: its control values joined, ``("random", 4, 12, False) -> "random-4-12-false"``;
+    a run of other characters than letters, digits and dots becomes one "_" ("small: d_model=512" ->
+    "small_d_model_512")."""
+    return "-".join(re.sub(r"[^A-Za-z0-9.]+", "_", json.dumps(v).strip('"')) for v in values)
 
 
 def write_table(table: StateTable, out: Path) -> dict:
@@ -79,17 +91,17 @@ def write_table(table: StateTable, out: Path) -> dict:
     folder = out / table.panel
     folder.mkdir(parents=True, exist_ok=True)
     entries, size = [], 0
-    for values, meta, weights in table.states():
-        if len(values) != len(table.controls):
+    for values, meta, files in table.states():
+        if len(values) != len(table.controls) or set(files) != set(table.files):
             raise ValueError(f"{table.panel}: state {values} has {len(values)} values for "
-                             f"{len(table.controls)} controls")
+                             f"{len(table.controls)} controls and files {sorted(files)}, not {table.files}")
         name = stem(values)
-        data = {**meta, "shape": list(weights.shape)}
-        (folder / f"{name}.json").write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
-        (folder / f"{name}.u8").write_bytes(quantise(weights))
+        files = {"json": json.dumps(meta, separators=(",", ":")).encode(), **files}
+        for suffix, data in files.items():
+            (folder / f"{name}.{suffix}").write_bytes(data)
+            size += len(data)
         entries.append([list(values), name])
-        size += (folder / f"{name}.json").stat().st_size + (folder / f"{name}.u8").stat().st_size
-    index = {"panel": table.panel, "scale": QUANT_LEVELS, "digits": TIP_DIGITS,
+    index = {"panel": table.panel, "files": list(table.files), "scale": QUANT_LEVELS, "digits": TIP_DIGITS,
              "controls": [{"name": k, "values": v, "labels": labels} for k, (v, labels) in table.controls.items()],
              "states": entries}
     (folder / "index.json").write_text(json.dumps(index, separators=(",", ":")), encoding="utf-8")
@@ -112,13 +124,20 @@ def heads_grid() -> Iterator[tuple[str, int, int, bool]]:
             yield "trained", h, n, True
 
 
+def _shown(panel, values: dict) -> None:
+    """Set the panel to ``values`` (its ``refresh``, as a message from the page would)."""
+    if not panel.refresh(**values):
+        raise ValueError(f"the {panel.name} panel refused {values}: {panel.status.value}")
+
+
 def heads_view(panel: HeadExplorer, kind: str, h: int, N: int, causal: bool) -> tuple[dict, np.ndarray]:
     """What the panel shows at one state, by the panel itself: (meta, weights of shape (h, N, N))."""
-    if not panel.refresh(kind=kind, h=h, N=N, causal=causal, query=-1):
-        raise ValueError(f"the heads panel refused kind={kind}, h={h}, N={N}, causal={causal}: {panel.status.value}")
+    _shown(panel, {"kind": kind, "h": h, "N": N, "causal": causal, "query": -1})
     fig = panel.figure
     weights = np.frombuffer(fig.weights, dtype=np.float32).reshape(fig.h, fig.n, fig.n)  # (h, N, N)
-    meta = {"labels": list(fig.labels), "title": fig.title, "alt": fig.alt, "caption": panel.caption.value,
+    meta = {"heatmap": {"labels": list(fig.labels), "title": fig.title, "alt": fig.alt,
+                        "shape": list(weights.shape)},
+            "html": {"mha-heads-caption": panel.caption.value},
             "query": [label for label, _ in HeadExplorer._query_options(fig.labels)],
             "texts": {"causal": panel.causal.description}}  # the toggle's text says on or off
     return meta, weights
@@ -133,17 +152,65 @@ def heads_table() -> StateTable:
         panel = HeadExplorer(renderer="canvas")
         for kind, h, n, causal in heads_grid():
             meta, weights = heads_view(panel, kind, h, n, causal)
-            yield (kind, h, n, causal), meta, weights
+            yield (kind, h, n, causal), meta, {"u8": quantise(weights)}
 
     return StateTable("heads", {
         "kind": ([v for _, v in kinds], [label for label, _ in kinds]),
         "h": (list(HEAD_CHOICES), [str(h) for h in HEAD_CHOICES]),
         "N": (list(range(2, DEMO_MAX_TOKENS + 1)), [str(n) for n in range(2, DEMO_MAX_TOKENS + 1)]),
         "causal": ([False, True], ["off", "on"]),
-    }, states, view=("query",))
+    }, states, view=("query",), files=("u8",))
 
 
-LIVE: dict[str, Callable[[], StateTable]] = {"heads": heads_table}
+# -- the KV-cache panel (dashboard section 5, lesson 06) ----------------------------------------------
+
+PNG_COLOURS = 64  # a bar chart needs no more: the PNG shrinks about 3 times
+
+
+def fewer_colours(png: bytes) -> bytes:
+    """The PNG redrawn with at most ``PNG_COLOURS`` colours (a palette), same pixels otherwise."""
+    from PIL import Image
+
+    out = io.BytesIO()
+    fast = Image.Quantize.FASTOCTREE  # 0.04 s a chart, against 0.1 s for the default
+    Image.open(io.BytesIO(png)).convert("RGB").quantize(PNG_COLOURS, method=fast).save(out, "PNG", optimize=True)
+    return out.getvalue()
+
+
+def kv_view(panel: KVCachePanel, model: str, n_kv: int, n_tokens: int, dtype: str) -> tuple[dict, bytes]:
+    """What the panel shows at one state, by the panel itself: (meta, its chart as a PNG)."""
+    _shown(panel, {"model": model, "n_kv": n_kv, "n_tokens": n_tokens, "dtype": dtype})
+    alt = BeautifulSoup(panel.alt.value, "html.parser").get_text()
+    return {"html": {"mha-kv-numbers": panel.numbers.value}, "image": {"class": "mha-kv-image", "alt": alt}}, \
+        panel.image.value
+
+
+def kv_table() -> StateTable:
+    """Every model, n_kv (the divisors of its h), context and dtype of the KV panel: 270 states."""
+    n_kvs = sorted({k for _, h, _ in KV_MODELS.values() for k in divisors(h)})
+    labels = {}  # the slider's labels say MQA / GQA / MHA, which depends on the model's h
+    for model, (_, h, _) in KV_MODELS.items():
+        named = dict((k, label) for label, k in KVCachePanel._kv_options(h))
+        labels[model] = [named.get(k) for k in n_kvs]
+
+    def states():
+        panel = KVCachePanel()
+        for model, (_, h, _) in KV_MODELS.items():
+            for n_tokens in KV_CONTEXTS:
+                for dtype in KV_DTYPES:
+                    for n_kv in divisors(h):  # innermost: the panel redraws only the highlighted bar
+                        meta, png = kv_view(panel, model, n_kv, n_tokens, dtype)
+                        yield (model, n_kv, n_tokens, dtype), meta, {"png": fewer_colours(png)}
+
+    return StateTable("kv", {
+        "model": (list(KV_MODELS), list(KV_MODELS)),
+        "n_kv": (n_kvs, labels),
+        "context": (list(KV_CONTEXTS), [str(n) for n in KV_CONTEXTS]),
+        "dtype": (list(KV_DTYPES), list(KV_DTYPES)),
+    }, states, files=("png",))
+
+
+LIVE: dict[str, Callable[[], StateTable]] = {"heads": heads_table, "kv": kv_table}
 
 
 def live_tables() -> dict[str, StateTable]:

@@ -3,7 +3,8 @@
 // scripts/site_states.py computed every state of the panel with mha_core when the site was built
 // (assets/states/<panel>/: index.json, and for each state <stem>.json and <stem>.u8). This file
 // does no maths: it reads the controls, looks the state up, loads its two files and hands them
-// to the widget's own heatmap.js through the page's stand-in model (site.js). The panel's
+// to the widget's own heatmap.js through the page's stand-in model (site.js), or shows its
+// picture (a PNG the panel drew) and puts its HTML (numbers, captions) in place. The panel's
 // controls were drawn disabled at their saved values (build_site.py, data-control and
 // data-widget); they are enabled once the panel's index is loaded, when it scrolls into view.
 
@@ -23,6 +24,7 @@ function controlOf(el) {
   const range = el.querySelector("input[type=range]");
   const output = el.querySelector("output");
   const buttons = kind === "buttons" ? [...el.querySelectorAll("button")] : [];
+  const select = kind === "select" ? el.querySelector("select") : null;
   let domain = [];  // the labels it offers now
   return {
     kind, el,
@@ -30,7 +32,7 @@ function controlOf(el) {
       if (kind === "selection" || kind === "int") { return output.textContent; }
       if (kind === "toggle") { return el.getAttribute("aria-pressed") === "true" ? "on" : "off"; }
       if (kind === "buttons") { return buttons.find((b) => b.getAttribute("aria-pressed") === "true")?.textContent; }
-      return null;
+      return select.selectedOptions[0]?.textContent;
     },
     // show `label` as its value, with `offered` the labels it may take (in order)
     show(label, offered) {
@@ -52,6 +54,9 @@ function controlOf(el) {
           b.setAttribute("aria-pressed", String(b.textContent === label));
           b.disabled = !offered.includes(b.textContent);
         });
+      } else {
+        select.replaceChildren(...offered.map((o) => new Option(o, o, false, o === label)));
+        select.disabled = offered.length < 2;
       }
       el.title = offered.length < 2 ? `fixed at ${label}: no other value was computed with these settings` : "";
     },
@@ -67,6 +72,8 @@ function controlOf(el) {
         el.addEventListener("click", () => f(el.getAttribute("aria-pressed") === "true" ? "off" : "on"));
       } else if (kind === "buttons") {
         buttons.forEach((b) => b.addEventListener("click", () => f(b.textContent)));
+      } else {
+        select.addEventListener("change", () => f(select.value));
       }
     },
   };
@@ -89,6 +96,13 @@ function resolve(want, moved, states) {
   return best;
 }
 
+// Control i's labels, one per value; labels that depend on the first control's value (the KV
+// panel's "8 (GQA)" or "8 (MHA)") are looked up under it.
+function labelsOf(index, i, values) {
+  const labels = index.controls[i].labels;
+  return Array.isArray(labels) ? labels : labels[values[0]];
+}
+
 // The labels control i offers, given the values of the controls before it.
 function offered(index, values, i, states) {
   const c = index.controls[i];
@@ -96,7 +110,8 @@ function offered(index, values, i, states) {
   for (const s of states.values()) {
     if (s.values.slice(0, i).every((v, j) => v === values[j])) { ok.add(s.values[i]); }
   }
-  return c.values.filter((v) => ok.has(v)).map((v) => c.labels[c.values.indexOf(v)]);
+  const labels = labelsOf(index, i, values);
+  return c.values.filter((v) => ok.has(v)).map((v) => labels[c.values.indexOf(v)]);
 }
 
 async function goLive(box, modelOf) {
@@ -104,54 +119,73 @@ async function goLive(box, modelOf) {
   const index = await fetchOk(base + "index.json", "json");
   const states = new Map(index.states.map(([values, stem]) => [key(values), { values, stem }]));
   const controls = index.controls.map((c) => controlOf(box.querySelector(`[data-control="${c.name}"]`)));
-  const heat = box.querySelector(".site-heatmap");
-  const model = modelOf(heat);
-  const query = box.querySelector('[data-control="query"] select');
+  const query = box.querySelector('[data-control="query"] select');  // the heatmap's outlined row
   const status = box.querySelector(".site-live-status");
-  const caption = box.querySelector(`.mha-${box.dataset.live}-caption`);
-  const loaded = new Map();  // stem -> Promise of [meta, weights]
-  const valueOf = (i, label) => index.controls[i].values[index.controls[i].labels.indexOf(label)];
-  const labelOf = (i, value) => index.controls[i].labels[index.controls[i].values.indexOf(value)];
-  let values = controls.map((c, i) => valueOf(i, c.label()));
+  const loaded = new Map();  // stem -> Promise of [meta, weights or null]
+  const valueOf = (i, label, vs) => index.controls[i].values[labelsOf(index, i, vs).indexOf(label)];
+  const labelOf = (i, value, vs) => labelsOf(index, i, vs)[index.controls[i].values.indexOf(value)];
+  let values = [];
+  controls.forEach((c, i) => values.push(valueOf(i, c.label(), values)));  // in order: labels may need the first
   let latest = 0;
   // the last values under each value of the first control (the weights' kind): going back to
   // one brings its settings back, as the notebook's panel does
   const before = new Map();
 
+  // a state's JSON, and its weights when the panel stores any (index.files)
   function load(stem) {
     if (!loaded.has(stem)) {
-      loaded.set(stem, Promise.all([fetchOk(base + stem + ".json", "json"), fetchOk(base + stem + ".u8")]));
+      const weights = index.files.includes("u8") ? fetchOk(base + stem + ".u8") : null;
+      loaded.set(stem, Promise.all([fetchOk(base + stem + ".json", "json"), weights]));
     }
     return loaded.get(stem);
+  }
+
+  // the heatmap's new traits, through the page's stand-in model: heatmap.js redraws
+  function drawHeatmap(heatmap, bytes) {
+    const model = modelOf(box.querySelector(".site-heatmap"));
+    const w = Float32Array.from(new Uint8Array(bytes), (b) => b / index.scale);  // (h, N, N): the stored bytes, as weights
+    const [h, n] = heatmap.shape;
+    const q = model.get("query") < n ? model.get("query") : -1;  // the row stays if the new N has it
+    model.set("h", h); model.set("n", n); model.set("labels", heatmap.labels);
+    model.set("title", heatmap.title); model.set("alt", heatmap.alt); model.set("digits", index.digits);
+    model.set("query", q);
+    model.set("weights", new DataView(w.buffer));
+    model.save_changes();
+    return q;
+  }
+
+  // the panel's picture: the state's PNG, once decoded (so that it never flashes half-loaded)
+  async function drawImage(image, stem) {
+    const img = box.querySelector("img." + image.class);
+    const next = new Image();
+    next.src = base + stem + ".png";
+    await next.decode();
+    img.src = next.src;
+    img.alt = image.alt;
   }
 
   async function show(next, moved, why) {
     const was = values;
     values = next;
     before.set(values[0], values);
-    controls.forEach((c, i) => c.show(labelOf(i, values[i]), offered(index, values, i, states)));
+    controls.forEach((c, i) => c.show(labelOf(i, values[i], values), offered(index, values, i, states)));
     const changes = values.map((v, i) => (i !== moved && v !== was[i]
-      ? `${index.controls[i].name} is now ${labelOf(i, v)} (was ${labelOf(i, was[i])})` : null)).filter(Boolean);
+      ? `${index.controls[i].name} is now ${labelOf(i, v, values)} (was ${labelOf(i, was[i], was)})` : null)).filter(Boolean);
     status.textContent = changes.length ? `${changes.join("; ")}: ${why}.` : "";
     const stem = states.get(key(values)).stem;
     const mine = ++latest;
     const [meta, bytes] = await load(stem);
+    if (meta.image) { await drawImage(meta.image, stem); }
     if (mine !== latest) { return; }  // a later move won
-    const u8 = new Uint8Array(bytes);
-    const w = Float32Array.from(u8, (b) => b / index.scale);  // (h, N, N): the stored bytes, as weights
-    const [h, n] = meta.shape;
-    const q = model.get("query") < n ? model.get("query") : -1;  // the row stays if the new N has it
-    model.set("h", h); model.set("n", n); model.set("labels", meta.labels);
-    model.set("title", meta.title); model.set("alt", meta.alt); model.set("digits", index.digits);
-    model.set("query", q);
-    model.set("weights", new DataView(w.buffer));
-    model.save_changes();
-    if (caption) { caption.innerHTML = meta.caption; }
+    const q = meta.heatmap ? drawHeatmap(meta.heatmap, bytes) : -1;
+    for (const [cls, markup] of Object.entries(meta.html || {})) {
+      box.querySelector("." + cls).innerHTML = markup;
+    }
     for (const [name, text] of Object.entries(meta.texts || {})) {
       const el = box.querySelector(`[data-control="${name}"]`);
       if (el && el.dataset.widget === "toggle") { el.textContent = text; }
     }
-    if (query) {
+    if (query && meta.query) {
       query.replaceChildren(...meta.query.map((label) => new Option(label)));
       query.selectedIndex = q + 1;
     }
@@ -159,7 +193,7 @@ async function goLive(box, modelOf) {
   }
 
   controls.forEach((c, i) => c.listen((label) => {
-    const value = valueOf(i, label);
+    const value = valueOf(i, label, values);
     const back = i === 0 ? before.get(value) : undefined;
     const want = back ? back.slice() : values.slice();
     want[i] = value;
@@ -167,13 +201,14 @@ async function goLive(box, modelOf) {
     show(resolve(want, i, states), i, why).catch((e) => fail(box, e));
   }));
   if (query) {
+    const model = modelOf(box.querySelector(".site-heatmap"));
     query.addEventListener("change", () => { model.set("query", query.selectedIndex - 1); model.save_changes(); });
     model.on("change:query", () => { query.selectedIndex = model.get("query") + 1; });
     query.disabled = false;
   }
   if (!states.has(key(values))) { throw new Error(`the saved settings ${key(values)} are not among the states`); }
   before.set(values[0], values);
-  controls.forEach((c, i) => c.show(labelOf(i, values[i]), offered(index, values, i, states)));
+  controls.forEach((c, i) => c.show(labelOf(i, values[i], values), offered(index, values, i, states)));
   box.dataset.shown = states.get(key(values)).stem;
   box.dataset.liveReady = "1";
 }

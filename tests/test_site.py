@@ -59,7 +59,8 @@ def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("site") / "site"
     summary = build_site.build(out, log=lambda *_: None, binder=BINDER, for_teachers=True)
     print(f"\nsite built in {summary['seconds']:.1f} s ({summary['rerun_seconds']:.1f} s running "
-          f"{', '.join(summary['rerun'])} for widget state; under load if the machine is busy), "
+          f"{', '.join(summary['rerun'])} for widget state, {summary['states_seconds']:.1f} s the live panels' "
+          "states; under load if the machine is busy), "
           f"{summary['bytes'] / 1e6:.1f} MB, {len(summary['pages']) + 1} pages")
     return out, summary
 
@@ -217,9 +218,10 @@ def _index(out: Path, panel: str) -> dict:
 
 
 def _stored(out: Path, panel: str, stem: str) -> tuple[dict, np.ndarray]:
-    """A stored state: its JSON and its weights (h, N, N) as the page decodes them (byte / scale)."""
+    """A stored heatmap: its labels, title, alt and shape, and its weights (h, N, N) as the page
+    decodes them (byte / scale)."""
     folder = out / "assets" / "states" / panel
-    meta = json.loads((folder / f"{stem}.json").read_text(encoding="utf-8"))
+    meta = json.loads((folder / f"{stem}.json").read_text(encoding="utf-8"))["heatmap"]
     scale = _index(out, panel)["scale"]
     w = np.frombuffer((folder / f"{stem}.u8").read_bytes(), dtype=np.uint8).reshape(meta["shape"]) / scale
     return meta, w
@@ -266,6 +268,40 @@ def test_the_heads_states_cover_every_setting_and_equal_mha_core(site):
         assert meta["labels"] == labels and stored.shape == weights.shape == (h, n, n)
         worst = np.abs(stored - weights).max()
         assert worst <= 0.5 / index["scale"] + 1e-6, f"{kind} h={h} N={n} causal={causal}: off by {worst:.4f}"
+
+
+def test_the_kv_panel_is_live_and_its_states_equal_mha_core(site):
+    """The KV panel of lesson 06 and the dashboard is live (model, n_kv, context, dtype); every
+    (model, n_kv, context, dtype) has a state, and the bytes it shows equal ``kv_cache_bytes``."""
+    from mha_core.core.config import MHAConfig
+    from mha_core.core.counts import kv_cache_bytes
+    from mha_core.ui.controls import divisors
+    from mha_core.ui.kv_panel import KV_CONTEXTS, KV_DTYPES, KV_MODELS
+
+    out, _ = site
+    for href in ("06_kv_cache_gqa.html", "dashboard.html"):
+        boxes = _soup(out / href).select(".site-live[data-live=kv]")
+        assert len(boxes) == 1, f"{href}: {len(boxes)} live KV panels"
+        assert {c["data-control"] for c in boxes[0].select("[data-control]")} == {"model", "n_kv", "context", "dtype"}
+        frozen = [e for e in boxes[0].select("[disabled]")
+                  if not e.has_attr("data-control") and not e.find_parent(attrs={"data-control": True})]
+        assert frozen == [], f"{href}: controls left frozen in the live KV panel: {frozen}"
+    states = {tuple(v): stem for v, stem in _index(out, "kv")["states"]}
+    assert set(states) == {(m, k, n, d) for m, (_, h, _) in KV_MODELS.items() for k in divisors(h)
+                           for n in KV_CONTEXTS for d in KV_DTYPES}
+    rng = np.random.default_rng(1)
+    keys = sorted(states, key=str)
+    for i in rng.choice(len(keys), 12, replace=False):
+        model, n_kv, n_tokens, dtype = keys[i]
+        d_model, h, layers = KV_MODELS[model]
+        folder = out / "assets" / "states" / "kv"
+        meta = json.loads((folder / f"{states[keys[i]]}.json").read_text(encoding="utf-8"))
+        shown = BeautifulSoup(meta["html"]["mha-kv-numbers"], "html.parser").select_one(".mha-kv-bytes").get_text()
+        expected = kv_cache_bytes(MHAConfig(d_model, h, n_kv_heads=n_kv), n_tokens, n_layers=layers,
+                                  dtype=np.dtype(dtype))
+        assert int(shown.split(" bytes")[0].replace(",", "")) == expected, (keys[i], shown)
+        assert f"Highlighted: n_kv={n_kv}, {expected / 2**30:,.2f} GiB" in meta["image"]["alt"]
+        assert (folder / f"{states[keys[i]]}.png").read_bytes().startswith(b"\x89PNG")
 
 
 def _first_load_bytes(out: Path, page: Path) -> int:
@@ -452,9 +488,12 @@ LIVE_MOVES = [("N", "end", "-64-"), ("h", "start", "random-1-"), ("causal", "pre
 
 def _move(page, box, control: str, how: str, touch: bool) -> None:
     """Move one control of a live panel: a slider to one end (a tap on the track's end on a phone,
-    the End/Home key with a keyboard), a toggle pressed, a weights button picked."""
+    the End/Home key with a keyboard), a toggle pressed, a button picked by its text, a menu's
+    option ("option:<label>")."""
     el = box.locator(f'[data-control="{control}"]')
-    if how in ("end", "start"):
+    if how.startswith("option:"):
+        el.locator("select").select_option(label=how.removeprefix("option:"))
+    elif how in ("end", "start"):
         slider = el.locator("input")
         if touch:
             b = slider.bounding_box()
@@ -484,11 +523,11 @@ def test_every_control_of_the_live_heads_panel_moves_its_figure(site, server, br
     loaded: list[str] = []
     page.on("request", lambda r: loaded.append(r.url) if "/assets/states/" in r.url else None)
     _open(page, server + href)
-    box = page.locator(".site-live")
+    box = page.locator(".site-live[data-live=heads]")
     if href.startswith("04"):  # the panel is far below the first screen: nothing of it loaded yet
         assert loaded == [], f"states loaded before their panel came into view: {loaded[:3]}"
     box.scroll_into_view_if_needed()
-    page.wait_for_selector(".site-live[data-live-ready]", timeout=LOAD_TIMEOUT_MS)
+    page.wait_for_selector(".site-live[data-live=heads][data-live-ready]", timeout=LOAD_TIMEOUT_MS)
     facts = box.evaluate(LIVE_FACTS)
     # the trained toy model was trained with the mask: its toggle is locked on, as in the notebook
     assert facts["disabled"] == ([] if facts["shown"].startswith("random-") else ["causal"]), facts
@@ -531,7 +570,46 @@ def test_every_control_of_the_live_heads_panel_moves_its_figure(site, server, br
     box.locator('[data-control="query"] select').select_option(index=6)  # "5: ..."
     assert box.evaluate(LIVE_FACTS)["drawn"] > drawn
     page.add_script_tag(path=str(AXE))
-    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", "axe.run('.site-live'"))
+    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", "axe.run('.site-live[data-live=heads]'"))
+               if v["impact"] in ("serious", "critical")]
+    assert serious == [] and outside == [] and errors == [], (serious, outside, errors)
+    page.context.close()
+
+
+KV_FACTS = """(box) => ({shown: box.dataset.shown, src: box.querySelector('img.mha-kv-image').getAttribute('src'),
+  width: box.querySelector('img.mha-kv-image').naturalWidth, alt: box.querySelector('img.mha-kv-image').alt,
+  numbers: box.querySelector('.mha-kv-numbers').textContent, status: box.querySelector('.site-live-status').textContent})"""
+# lesson 06 and the dashboard save the large model at MHA (n_kv = 32): each move, and what the
+# state's file name then holds
+KV_MOVES = [("dtype", "float32", "-float32"), ("n_kv", "start", "layers-1-"), ("context", "end", "-131072-"),
+            ("model", "option:small: d_model=512, h=8, 6 layers", "small_"), ("n_kv", "end", "small_d_model_512_h_8_6_layers-8-")]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("href", ["06_kv_cache_gqa.html", "dashboard.html"])
+def test_every_control_of_the_live_kv_panel_moves_its_figure(site, server, browser, href, width):
+    """The KV panel, at 1366 px with a mouse and keyboard, at 390 px by touch: each control moved
+    shows its state's chart (the stored PNG, decoded) with its alt text and numbers; no request
+    leaves 127.0.0.1, no console error, axe finds no serious violation in the panel."""
+    assert AXE.is_file(), NO_AXE
+    touch = width < 600
+    outside: list[str] = []
+    errors: list[str] = []
+    page = _page(browser, server, width, outside, errors, touch=touch)
+    _open(page, server + href)
+    box = page.locator(".site-live[data-live=kv]")
+    box.scroll_into_view_if_needed()
+    page.wait_for_selector(".site-live[data-live=kv][data-live-ready]", timeout=LOAD_TIMEOUT_MS)
+    for control, how, becomes in KV_MOVES:
+        before = box.evaluate(KV_FACTS)
+        _move(page, box, control, how, touch)
+        page.wait_for_function("([el, s, w]) => el.dataset.shown !== s && el.dataset.shown.includes(w)",
+                               arg=[box.element_handle(), before["shown"], becomes], timeout=LOAD_TIMEOUT_MS)
+        after = box.evaluate(KV_FACTS)
+        assert after["src"].endswith(f"assets/states/kv/{after['shown']}.png") and after["width"] > 0, after
+        assert after["alt"] != before["alt"] and after["numbers"] != before["numbers"], (control, before, after)
+    page.add_script_tag(path=str(AXE))
+    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", "axe.run('.site-live[data-live=kv]'"))
                if v["impact"] in ("serious", "critical")]
     assert serious == [] and outside == [] and errors == [], (serious, outside, errors)
     page.context.close()
