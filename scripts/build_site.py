@@ -266,7 +266,7 @@ class StaticWidgets:
         label = desc or s.get("tooltip") or name.removesuffix("Model")
         live = self._live_control(classes)
         if live:  # drawn disabled as saved; assets/live.js enables it once its states are loaded
-            self.live_controls.append(label)
+            self.live_controls.append(re.sub(r": (on|off)$", "", label))  # "causal mask", not "causal mask: off"
             kind = {"SelectionSliderModel": "selection", "IntSliderModel": "int", "ToggleButtonModel": "toggle",
                     "ToggleButtonsModel": "buttons", "DropdownModel": "select"}.get(name)
             if kind is None:
