@@ -74,7 +74,7 @@ class StateTable:
 def quantise(weights: np.ndarray) -> bytes:
     """Weights in [0, 1], any shape -> one byte each, ``round(w * 255)`` (C order)."""
     w = np.asarray(weights, dtype=np.float64)
-    if w.size and (np.nanmin(w) < 0 or np.nanmax(w) > 1 or np.isnan(w).any()):
+    if w.size and (np.isnan(w).any() or w.min() < 0 or w.max() > 1):
         raise ValueError(f"weights must lie in [0, 1] to be stored as bytes, got [{w.min()}, {w.max()}]")
     return np.round(w * QUANT_LEVELS).astype(np.uint8).tobytes()
 

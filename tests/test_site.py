@@ -229,6 +229,22 @@ def _stored(out: Path, panel: str, stem: str) -> tuple[dict, np.ndarray]:
     return meta, w
 
 
+def test_state_tables_refuse_what_they_cannot_store(tmp_path):
+    """Weights outside [0, 1] cannot be bytes, and a state must give one value per control and
+    exactly the table's files: each is a clear error, never a silently wrong file."""
+    states = build_site._site_states()
+    assert states.quantise(np.array([0.0, 0.5, 1.0])) == bytes([0, 128, 255])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        states.quantise(np.array([0.2, 1.5]))
+    with pytest.raises(ValueError, match="lie in"):
+        states.quantise(np.array([np.nan]))
+    one = states.StateTable("demo", {"h": ([1, 2], ["1", "2"])},
+                            lambda: iter([((1, 5), {}, {"u8": b"\0"})]), files=("u8",))
+    with pytest.raises(ValueError, match="2 values for 1 controls"):
+        states.write_table(one, tmp_path)
+    assert states.stem(("small: d_model=512, h=8", 2, True)) == "small_d_model_512_h_8-2-true"
+
+
 def test_the_heads_panel_is_live_on_both_its_pages(site):
     """The dashboard's heads panel and lesson 04's are live: their h, N, mask, weights and query
     controls carry data-control, and the note says the numbers were computed by mha_core."""
