@@ -347,7 +347,8 @@ def _live_note(moved: list[str], frozen: list[str], buttons: list[str], heatmaps
     ``frozen`` (settings) and ``buttons`` (their names) need a kernel, and the note says so."""
     still = [*dict.fromkeys(frozen), *(f"the “{b}” button" for b in dict.fromkeys(buttons))]
     rest = (f" Still frozen here, as they need Python running behind them ({_esc('; '.join(still))}): "
-            f"run this notebook to use them ({where})." if still else "")
+            f"run this notebook to use them ({where})." if still else
+            f" To change its code or try values it does not offer, run the notebook itself ({where}).")
     hover = f" {LIVE_HEATMAP_NOTE}" if heatmaps else ""
     return (f'<p class="site-kernel-note site-live-note" role="note"><strong>A live panel</strong>: move '
             f"{_esc(', '.join(dict.fromkeys(moved)))} and the figure follows. {COMPUTED_NOTE}{hover}{rest}</p>")
