@@ -52,7 +52,9 @@ class StateTable:
     controls : {control name: (values in the panel's order, their labels)}, the controls that pick
         a state, in the order the page resolves them (the first one's value is kept when the
         others must move to a state that exists). Labels that depend on the first control's
-        value are a dict {its value: labels, None where the value is not offered}.
+        value are a dict {its value: labels, None where the value is not offered}. A toggle's
+        labels are "off", "on" (site/live.js reads its aria-pressed so); an integer slider's
+        values run without a gap.
     states : () -> iterator of (values, meta, files): ``values`` one per control, ``meta`` a
         JSON-able dict, ``files`` {suffix: bytes} ("u8": ``quantise(weights)``, "png")
     view : controls that change only the drawing, not the state (the outlined query row: the

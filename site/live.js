@@ -1,14 +1,15 @@
 // Live panels on the static site: their controls move the figure with no kernel.
 //
 // scripts/site_states.py computed every state of the panel with mha_core when the site was built
-// (assets/states/<panel>/: index.json, and for each state <stem>.json and <stem>.u8). This file
-// does no maths: it reads the controls, looks the state up, loads its two files and hands them
-// to the widget's own heatmap.js through the page's stand-in model (site.js), or shows its
+// (assets/states/<panel>/: index.json, and for each state <stem>.json with <stem>.u8 or .png).
+// This file does no maths: it reads the controls, looks the state up, loads its files and hands
+// a heatmap's to the widget's own heatmap.js through the page's stand-in model (site.js), or shows its
 // picture (a PNG the panel drew) and puts its HTML (numbers, captions) in place. The panel's
 // controls were drawn disabled at their saved values (build_site.py, data-control and
 // data-widget); they are enabled once the panel's index is loaded, when it scrolls into view.
 
 const STATES = "assets/states/";
+const KEPT_STATES = 32;  // states kept in memory per panel (a phone need not hold all 674 heatmaps)
 
 const key = (values) => JSON.stringify(values);
 
@@ -39,7 +40,7 @@ function controlOf(el) {
       domain = offered;
       if (kind === "selection") {
         range.min = "0"; range.max = String(offered.length - 1); range.value = String(offered.indexOf(label));
-      } else if (kind === "int") {
+      } else if (kind === "int") {  // its values run without a gap (site_states: N = 2..64)
         range.min = offered[0]; range.max = offered[offered.length - 1]; range.value = label;
       }
       if (range) {
@@ -134,6 +135,7 @@ async function goLive(box, modelOf) {
   // a state's JSON, and its weights when the panel stores any (index.files)
   function load(stem) {
     if (!loaded.has(stem)) {
+      if (loaded.size >= KEPT_STATES) { loaded.delete(loaded.keys().next().value); }  // the oldest
       const weights = index.files.includes("u8") ? fetchOk(base + stem + ".u8") : null;
       loaded.set(stem, Promise.all([fetchOk(base + stem + ".json", "json"), weights]));
     }
