@@ -573,13 +573,12 @@ def build(out: Path, log=print, *, binder: str | None = None, for_teachers: bool
     notebooks = {p: nbformat.read(p.source, as_version=4) for p in pages if p.source.suffix == ".ipynb"}
     rerun = [p for p, nb in notebooks.items() if _widget_cells(nb)]
     states = _site_states()
-    tables = states.live_tables()
-    live = {name: table.live_controls for name, table in tables.items()}
+    live = {name: table.live_controls for name, table in states.live_tables().items()}
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=2) as pool:
         running = pool.map(lambda p: widget_states(p.source), rerun)
-        # meanwhile, in this process: the live panels' states (site_states)
-        stored = states.write_states(tables, out / "assets" / "states")
+        # meanwhile, in two processes: the live panels' states (site_states)
+        stored = states.write_states(list(live), out / "assets" / "states")
         states_seconds = time.perf_counter() - t0
         runs = dict(zip(rerun, running, strict=True))
     rerun_seconds = time.perf_counter() - t0
@@ -612,7 +611,8 @@ def build(out: Path, log=print, *, binder: str | None = None, for_teachers: bool
     for item in unresolved:
         log(f"  (not on the site, shown as a path) {item}")
     log(f"built {len(pages) + 1} pages into {out} in {seconds:.1f} s ({rerun_seconds:.1f} s of it running "
-        f"{len(rerun)} notebooks for their widget state), {size / 1e6:.1f} MB")
+        f"{len(rerun)} notebooks for their widget state and computing the live panels' states, side by side), "
+        f"{size / 1e6:.1f} MB")
     return {"pages": pages, "seconds": seconds, "bytes": size, "unresolved": unresolved,
             "rerun": [p.source.name for p in rerun], "rerun_seconds": rerun_seconds,
             "states": stored, "states_seconds": states_seconds}

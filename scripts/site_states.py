@@ -16,7 +16,9 @@ The files, under ``assets/states/<panel>/`` of the site:
     <stem>.u8      a heatmap's weights, shape (h, N, N), one byte each: weight = byte / 255
                    (QUANT_STEP = 1/255; the tip shows 2 decimals, which the bytes hold exactly
                    enough: the error is at most half a step, 0.002)
-    <stem>.png     a picture (the KV panel's bar chart), as the panel drew it, in fewer colours
+    <stem>.png     a picture (the KV panel's bar chart), as the panel drew it, in fewer colours;
+                   a picture that many states share (the cost chart: the same for every h) is
+                   stored once, as <its content's hash>.png, which the state's JSON names
 
 The page loads ``index.json`` when the panel scrolls into view, and one state's two files when
 the controls pick it.
@@ -24,10 +26,13 @@ the controls pick it.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
+import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +40,8 @@ import numpy as np
 from bs4 import BeautifulSoup
 
 from mha_core.teaching.demo import DEMO_MAX_TOKENS
-from mha_core.ui.controls import divisors
+from mha_core.ui.controls import MAX_HEADS, divisors
+from mha_core.ui.cost_panel import COST_D_MODELS, COST_NS, CostPanel
 from mha_core.ui.heads_panel import HEAD_CHOICES, HeadExplorer, toy_task, trained_available
 from mha_core.ui.kv_panel import KV_CONTEXTS, KV_DTYPES, KV_MODELS, KVCachePanel
 
@@ -66,6 +72,9 @@ class StateTable:
     states: Callable[[], Iterator[tuple[tuple, dict, dict[str, bytes]]]]
     view: tuple[str, ...] = ()
     files: tuple[str, ...] = ()  # the suffixes of every state's files besides its JSON
+    # of those, the suffixes whose files many states share (the cost chart is the same for every
+    # h): stored once, named by their content, and named in each state's JSON ("files")
+    shared: tuple[str, ...] = ()
 
     @property
     def live_controls(self) -> list[str]:
@@ -98,6 +107,14 @@ def write_table(table: StateTable, out: Path) -> dict:
             raise ValueError(f"{table.panel}: state {values} has {len(values)} values for "
                              f"{len(table.controls)} controls and files {sorted(files)}, not {table.files}")
         name = stem(values)
+        named = {}
+        for suffix in table.shared:  # one file per distinct content
+            data = files.pop(suffix)
+            named[suffix] = f"{hashlib.sha1(data).hexdigest()[:16]}.{suffix}"
+            if not (folder / named[suffix]).exists():
+                (folder / named[suffix]).write_bytes(data)
+                size += len(data)
+        meta = {**meta, "files": named} if named else meta
         files = {"json": json.dumps(meta, separators=(",", ":")).encode(), **files}
         for suffix, data in files.items():
             (folder / f"{name}.{suffix}").write_bytes(data)
@@ -212,7 +229,42 @@ def kv_table() -> StateTable:
     }, states, files=("png",))
 
 
-LIVE: dict[str, Callable[[], StateTable]] = {"heads": heads_table, "kv": kv_table}
+# -- the cost panel (dashboard section 3) ----------------------------------------------------------------
+
+def cost_view(panel: CostPanel, d_model: int, h: int, N: int) -> tuple[dict, bytes]:
+    """What the panel shows at one state, by the panel itself: (meta, its chart as a PNG). The
+    worked example below the chart is the same in every state, so it stays as saved."""
+    _shown(panel, {"d_model": d_model, "h": h, "N": N})
+    alt = BeautifulSoup(panel.alt.value, "html.parser").get_text()
+    return ({"html": {"mha-cost-numbers": panel.numbers.value, "mha-cost-by-h": panel.by_h.value},
+             "image": {"class": "mha-cost-image", "alt": alt}}, panel.image.value)
+
+
+def cost_table() -> StateTable:
+    """Every d_model, h (its divisors up to MAX_HEADS) and N of the cost panel: 854 states, one
+    chart per (d_model, N)."""
+    hs = sorted({h for d in COST_D_MODELS for h in divisors(d, MAX_HEADS)})
+
+    def states():
+        panel = CostPanel()
+        charts: dict[bytes, bytes] = {}  # the panel's PNG's hash -> the PNG in fewer colours, made once
+        for d_model in COST_D_MODELS:
+            for n in COST_NS:
+                for h in divisors(d_model, MAX_HEADS):
+                    meta, png = cost_view(panel, d_model, h, n)
+                    seen = hashlib.sha1(png).digest()
+                    if seen not in charts:
+                        charts[seen] = fewer_colours(png)
+                    yield (d_model, h, n), meta, {"png": charts[seen]}
+
+    return StateTable("cost", {
+        "d_model": (list(COST_D_MODELS), [str(d) for d in COST_D_MODELS]),
+        "h": (hs, [str(h) for h in hs]),
+        "N": (list(COST_NS), [str(n) for n in COST_NS]),
+    }, states, files=("png",), shared=("png",))
+
+
+LIVE: dict[str, Callable[[], StateTable]] = {"heads": heads_table, "kv": kv_table, "cost": cost_table}
 
 
 def live_tables() -> dict[str, StateTable]:
@@ -220,6 +272,20 @@ def live_tables() -> dict[str, StateTable]:
     return {name: make() for name, make in LIVE.items()}
 
 
-def write_states(tables: dict[str, StateTable], out: Path) -> dict[str, dict]:
-    """Every table into ``out`` (the site's ``assets/states``): {panel: {states, bytes}}."""
-    return {name: write_table(table, out) for name, table in tables.items()}
+def _write_live(name: str, out: Path) -> dict:
+    """``LIVE[name]``'s table into ``out`` (in a worker process: a table is made there, not sent)."""
+    return write_table(LIVE[name](), out)
+
+
+def write_states(names: list[str], out: Path, workers: int = 2) -> dict[str, dict]:
+    """The live panels ``names`` into ``out`` (the site's ``assets/states``), ``workers`` tables at
+    a time in processes of their own: {panel: {states, bytes}}."""
+    here = str(Path(__file__).resolve().parent)  # a worker started afresh imports this module from here
+    with ProcessPoolExecutor(max_workers=workers, initializer=_importable, initargs=(here,)) as pool:
+        done = {name: pool.submit(_write_live, name, out) for name in names}
+        return {name: job.result() for name, job in done.items()}
+
+
+def _importable(folder: str) -> None:
+    if folder not in sys.path:
+        sys.path.insert(0, folder)

@@ -115,7 +115,7 @@ function offered(index, values, i, states) {
   return c.values.filter((v) => ok.has(v)).map((v) => labels[c.values.indexOf(v)]);
 }
 
-async function goLive(box, modelOf) {
+async function goLive(box, modelOf, afterUpdate) {
   const base = STATES + box.dataset.live + "/";
   const index = await fetchOk(base + "index.json", "json");
   const states = new Map(index.states.map(([values, stem]) => [key(values), { values, stem }]));
@@ -156,11 +156,12 @@ async function goLive(box, modelOf) {
     return q;
   }
 
-  // the panel's picture: the state's PNG, once decoded (so that it never flashes half-loaded)
+  // the panel's picture: the state's PNG (or the shared one its JSON names), once decoded (so
+  // that it never flashes half-loaded)
   async function drawImage(image, stem) {
     const img = box.querySelector("img." + image.class);
     const next = new Image();
-    next.src = base + stem + ".png";
+    next.src = base + (image.file || stem + ".png");
     await next.decode();
     img.src = next.src;
     img.alt = image.alt;
@@ -177,12 +178,13 @@ async function goLive(box, modelOf) {
     const stem = states.get(key(values)).stem;
     const mine = ++latest;
     const [meta, bytes] = await load(stem);
-    if (meta.image) { await drawImage(meta.image, stem); }
+    if (meta.image) { await drawImage({ ...meta.image, file: meta.files?.png }, stem); }
     if (mine !== latest) { return; }  // a later move won
     const q = meta.heatmap ? drawHeatmap(meta.heatmap, bytes) : -1;
     for (const [cls, markup] of Object.entries(meta.html || {})) {
       box.querySelector("." + cls).innerHTML = markup;
     }
+    afterUpdate();  // the page's own touches on new HTML (a table that scrolls becomes a tab stop)
     for (const [name, text] of Object.entries(meta.texts || {})) {
       const el = box.querySelector(`[data-control="${name}"]`);
       if (el && el.dataset.widget === "toggle") { el.textContent = text; }
@@ -221,13 +223,14 @@ function fail(box, err) {
   console.error(err);
 }
 
-// Each live panel loads its states when it comes near the screen.
-export function startLivePanels(modelOf) {
+// Each live panel loads its states when it comes near the screen. modelOf(el): a heatmap's
+// stand-in model; afterUpdate(): called once new HTML is in a panel.
+export function startLivePanels(modelOf, afterUpdate) {
   const watch = new IntersectionObserver((entries) => {
     for (const e of entries) {
       if (e.isIntersecting) {
         watch.unobserve(e.target);
-        goLive(e.target, modelOf).catch((err) => fail(e.target, err));
+        goLive(e.target, modelOf, afterUpdate).catch((err) => fail(e.target, err));
       }
     }
   }, { rootMargin: "300px" });

@@ -67,7 +67,7 @@ function markScrollers() {
 
 async function start() {
   await renderHeatmaps();
-  startLivePanels((el) => models.get(el));
+  startLivePanels((el) => models.get(el), markScrollers);
   markScrollers();
   let timer;
   window.addEventListener("resize", () => { clearTimeout(timer); timer = setTimeout(markScrollers, 100); });

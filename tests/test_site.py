@@ -322,6 +322,34 @@ def test_the_kv_panel_is_live_and_its_states_equal_mha_core(site):
         assert (folder / f"{states[keys[i]]}.png").read_bytes().startswith(b"\x89PNG")
 
 
+def test_the_cost_panel_is_live_and_its_states_equal_mha_core(site):
+    """The dashboard's cost panel is live (d_model, h, N): every d_model, h (its divisors up to
+    MAX_HEADS) and N has a state, its MACs equal ``count_macs``, and the charts are shared: one
+    per (d_model, N), as the chart does not depend on h."""
+    from mha_core.core.config import MHAConfig
+    from mha_core.core.counts import count_macs
+    from mha_core.ui.controls import MAX_HEADS, divisors
+    from mha_core.ui.cost_panel import COST_D_MODELS, COST_NS
+
+    out, _ = site
+    boxes = _soup(out / "dashboard.html").select(".site-live[data-live=cost]")
+    assert len(boxes) == 1 and {c["data-control"] for c in boxes[0].select("[data-control]")} == {"d_model", "h", "N"}
+    states = {tuple(v): stem for v, stem in _index(out, "cost")["states"]}
+    assert set(states) == {(d, h, n) for d in COST_D_MODELS for h in divisors(d, MAX_HEADS) for n in COST_NS}
+    folder = out / "assets" / "states" / "cost"
+    assert len(list(folder.glob("*.png"))) == len(COST_D_MODELS) * len(COST_NS)
+    rng = np.random.default_rng(2)
+    keys = sorted(states)
+    for i in rng.choice(len(keys), 12, replace=False):
+        d_model, h, n = keys[i]
+        meta = json.loads((folder / f"{states[keys[i]]}.json").read_text(encoding="utf-8"))
+        numbers = BeautifulSoup(meta["html"]["mha-cost-numbers"], "html.parser")
+        macs = count_macs(MHAConfig(d_model, h), n)
+        for css, what in (("mha-cost-proj", "projections"), ("mha-cost-attn", "attention"), ("mha-cost-total", "total")):
+            assert int(numbers.select_one(f".{css}").get_text().replace(",", "")) == macs[what], (keys[i], what)
+        assert (folder / meta["files"]["png"]).read_bytes().startswith(b"\x89PNG")
+
+
 def _first_load_bytes(out: Path, page: Path) -> int:
     """What a page loads before any panel's states: its HTML, the CSS, scripts and modules it
     names (site.js's imports and the heatmaps' ESM files included) and every KaTeX font."""
@@ -594,40 +622,59 @@ def test_every_control_of_the_live_heads_panel_moves_its_figure(site, server, br
     page.context.close()
 
 
-KV_FACTS = """(box) => ({shown: box.dataset.shown, src: box.querySelector('img.mha-kv-image').getAttribute('src'),
-  width: box.querySelector('img.mha-kv-image').naturalWidth, alt: box.querySelector('img.mha-kv-image').alt,
-  numbers: box.querySelector('.mha-kv-numbers').textContent, status: box.querySelector('.site-live-status').textContent})"""
-# lesson 06 and the dashboard save the large model at MHA (n_kv = 32): each move, and what the
-# state's file name then holds
-KV_MOVES = [("dtype", "float32", "-float32"), ("n_kv", "start", "layers-1-"), ("context", "end", "-131072-"),
-            ("model", "option:small: d_model=512, h=8, 6 layers", "small_"), ("n_kv", "end", "small_d_model_512_h_8_6_layers-8-")]
+CHART_FACTS = """(box) => {
+  const img = box.querySelector('img.mha-' + box.dataset.live + '-image');
+  return {shown: box.dataset.shown, src: img.getAttribute('src'), width: img.naturalWidth, alt: img.alt,
+          numbers: box.querySelector('.mha-' + box.dataset.live + '-numbers').textContent,
+          html: Array.from(box.querySelectorAll('.mha-' + box.dataset.live + '-numbers, div.mha-cost-by-h'))
+                     .map(e => e.innerHTML).join(''),
+          status: box.querySelector('.site-live-status').textContent};
+}"""
+# each move from the saved view, and what the state's file name then holds. KV: lesson 06 and
+# the dashboard save the large model at MHA (n_kv = 32); cost: the dashboard saves d_model=512,
+# h=8, N=100.
+CHART_MOVES = {
+    "kv": [("dtype", "float32", "-float32"), ("n_kv", "start", "layers-1-"), ("context", "end", "-131072-"),
+           ("model", "option:small: d_model=512, h=8, 6 layers", "small_"),
+           ("n_kv", "end", "small_d_model_512_h_8_6_layers-8-")],
+    "cost": [("N", "end", "-16384"), ("h", "start", "-1-"), ("d_model", "end", "4096-1-"),
+             ("h", "end", "4096-64-"), ("d_model", "start", "64-64-")],
+}
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-@pytest.mark.parametrize("href", ["06_kv_cache_gqa.html", "dashboard.html"])
-def test_every_control_of_the_live_kv_panel_moves_its_figure(site, server, browser, href, width):
-    """The KV panel, at 1366 px with a mouse and keyboard, at 390 px by touch: each control moved
-    shows its state's chart (the stored PNG, decoded) with its alt text and numbers; no request
-    leaves 127.0.0.1, no console error, axe finds no serious violation in the panel."""
+@pytest.mark.parametrize("panel, href", [("kv", "06_kv_cache_gqa.html"), ("kv", "dashboard.html"),
+                                         ("cost", "dashboard.html")])
+def test_every_control_of_a_live_chart_panel_moves_its_figure(site, server, browser, panel, href, width):
+    """A chart panel (KV, cost), at 1366 px with a mouse and keyboard, at 390 px by touch: each
+    control moved shows its state's chart (the stored PNG, decoded) with its alt text and
+    numbers; no request leaves 127.0.0.1, no console error, axe finds no serious violation in
+    the panel."""
     assert AXE.is_file(), NO_AXE
+    out, _ = site
     touch = width < 600
     outside: list[str] = []
     errors: list[str] = []
     page = _page(browser, server, width, outside, errors, touch=touch)
     _open(page, server + href)
-    box = page.locator(".site-live[data-live=kv]")
+    box = page.locator(f".site-live[data-live={panel}]")
     box.scroll_into_view_if_needed()
-    page.wait_for_selector(".site-live[data-live=kv][data-live-ready]", timeout=LOAD_TIMEOUT_MS)
-    for control, how, becomes in KV_MOVES:
-        before = box.evaluate(KV_FACTS)
+    page.wait_for_selector(f".site-live[data-live={panel}][data-live-ready]", timeout=LOAD_TIMEOUT_MS)
+    for control, how, becomes in CHART_MOVES[panel]:
+        before = box.evaluate(CHART_FACTS)
         _move(page, box, control, how, touch)
         page.wait_for_function("([el, s, w]) => el.dataset.shown !== s && el.dataset.shown.includes(w)",
                                arg=[box.element_handle(), before["shown"], becomes], timeout=LOAD_TIMEOUT_MS)
-        after = box.evaluate(KV_FACTS)
-        assert after["src"].endswith(f"assets/states/kv/{after['shown']}.png") and after["width"] > 0, after
-        assert after["alt"] != before["alt"] and after["numbers"] != before["numbers"], (control, before, after)
+        after = box.evaluate(CHART_FACTS)
+        meta = json.loads((out / "assets" / "states" / panel / f"{after['shown']}.json").read_text(encoding="utf-8"))
+        png = meta.get("files", {}).get("png", f"{after['shown']}.png")
+        assert after["src"].endswith(f"assets/states/{panel}/{png}") and after["width"] > 0, after
+        numbers = BeautifulSoup(meta["html"][f"mha-{panel}-numbers"], "html.parser").get_text()
+        assert after["alt"] == meta["image"]["alt"] and after["numbers"] == numbers, (control, after)
+        # the figure moved: its chart, its numbers, or (the cost panel's h) the row shown in bold
+        assert (after["src"], after["html"]) != (before["src"], before["html"]), (control, before, after)
     page.add_script_tag(path=str(AXE))
-    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", "axe.run('.site-live[data-live=kv]'"))
+    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", f"axe.run('.site-live[data-live={panel}]'"))
                if v["impact"] in ("serious", "critical")]
     assert serious == [] and outside == [] and errors == [], (serious, outside, errors)
     page.context.close()
