@@ -585,8 +585,9 @@ def build(out: Path, log=print, *, binder: str | None = None, for_teachers: bool
     for p, (_, seconds) in runs.items():
         log(f"  executed {p.source.name} for its widget state: {seconds:.1f} s")
     for name, facts in stored.items():
-        log(f"  live panel {name}: {facts['states']} states, {facts['bytes'] / 1e6:.1f} MB")
-    log(f"  the live panels' states computed in {states_seconds:.1f} s")
+        kept = " (kept from an earlier build of the same code)" if facts["cached"] else ""
+        log(f"  live panel {name}: {facts['states']} states, {facts['bytes'] / 1e6:.1f} MB{kept}")
+    log(f"  the live panels' states ready in {states_seconds:.1f} s")
     exporters = {exclude: _exporter(exclude) for exclude in (False, True)}  # one each: building one takes ~0.5 s
     for page in [None, *pages]:
         where = ""

@@ -30,6 +30,7 @@ import hashlib
 import io
 import json
 import re
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -272,18 +273,56 @@ def live_tables() -> dict[str, StateTable]:
     return {name: make() for name, make in LIVE.items()}
 
 
-def _write_live(name: str, out: Path) -> dict:
-    """``LIVE[name]``'s table into ``out`` (in a worker process: a table is made there, not sent)."""
-    return write_table(LIVE[name](), out)
+CACHE = Path(__file__).resolve().parents[1] / "build" / "site-states"  # states of earlier builds
 
 
-def write_states(names: list[str], out: Path, workers: int = 2) -> dict[str, dict]:
+def code_digest() -> str:
+    """What the states depend on: every file of ``mha_core`` (code and stored weights), this file,
+    and the versions of the libraries that draw and encode them. A new digest, new states."""
+    import matplotlib
+    import PIL
+
+    import mha_core
+
+    package = Path(mha_core.__file__).parent
+    h = hashlib.sha1(f"{np.__version__} {matplotlib.__version__} {PIL.__version__}".encode())
+    for path in sorted([*package.rglob("*"), Path(__file__).resolve()]):
+        if path.is_file() and "__pycache__" not in path.parts:
+            h.update(path.relative_to(package.parent).as_posix().encode() if path.is_relative_to(package.parent)
+                     else path.name.encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _write_live(name: str, out: Path, cache: Path | None) -> dict:
+    """``LIVE[name]``'s table into ``out`` (in a worker process: a table is made there, not sent),
+    copied from ``cache`` when an earlier build with the same code stored it there, else computed
+    and stored there too. Returns {states, bytes, cached}."""
+    kept = cache / name if cache else None
+    if kept and (kept / "done.json").exists():
+        shutil.copytree(kept, out / name, ignore=shutil.ignore_patterns("done.json"))
+        return {**json.loads((kept / "done.json").read_text(encoding="utf-8")), "cached": True}
+    facts = write_table(LIVE[name](), out)
+    if kept:
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(out / name, kept)
+        (kept / "done.json").write_text(json.dumps(facts), encoding="utf-8")  # last: a whole copy
+    return {**facts, "cached": False}
+
+
+def write_states(names: list[str], out: Path, workers: int = 2, cache: Path | None = CACHE) -> dict[str, dict]:
     """The live panels ``names`` into ``out`` (the site's ``assets/states``), ``workers`` tables at
-    a time in processes of their own: {panel: {states, bytes}}."""
+    a time in processes of their own: {panel: {states, bytes, cached}}. ``cache``: where the states
+    of earlier builds are kept, by ``code_digest`` (None: compute them all)."""
     here = str(Path(__file__).resolve().parent)  # a worker started afresh imports this module from here
+    cache = cache / code_digest() if cache else None
     with ProcessPoolExecutor(max_workers=workers, initializer=_importable, initargs=(here,)) as pool:
-        done = {name: pool.submit(_write_live, name, out) for name in names}
-        return {name: job.result() for name, job in done.items()}
+        done = {name: pool.submit(_write_live, name, out, cache) for name in names}
+        facts = {name: job.result() for name, job in done.items()}
+    for older in (cache.parent.iterdir() if cache else []):  # only the current code's states are kept
+        if older != cache:
+            shutil.rmtree(older, ignore_errors=True)
+    return facts
 
 
 def _importable(folder: str) -> None:
