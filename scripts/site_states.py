@@ -108,6 +108,7 @@ def write_table(table: StateTable, out: Path) -> dict:
             raise ValueError(f"{table.panel}: state {values} has {len(values)} values for "
                              f"{len(table.controls)} controls and files {sorted(files)}, not {table.files}")
         name = stem(values)
+        files = dict(files)  # the caller's dict stays as it was
         named = {}
         for suffix in table.shared:  # one file per distinct content
             data = files.pop(suffix)

@@ -245,6 +245,28 @@ def test_state_tables_refuse_what_they_cannot_store(tmp_path):
     assert states.stem(("small: d_model=512, h=8", 2, True)) == "small_d_model_512_h_8-2-true"
 
 
+def test_states_kept_from_an_earlier_build_are_the_same_files(tmp_path, monkeypatch):
+    """A table is computed once per code digest; the next build copies the kept files, byte for
+    byte, and says so; another digest computes them again."""
+    states = build_site._site_states()
+    made = []
+
+    def demo():
+        made.append(1)
+        return states.StateTable("demo", {"h": ([1, 2], ["1", "2"])},
+                                 lambda: iter([((h,), {"h": h}, {"u8": bytes([h])}) for h in (1, 2)]), files=("u8",))
+
+    monkeypatch.setitem(states.LIVE, "demo", demo)
+    cache = tmp_path / "cache" / "digest1"
+    first = states._write_live("demo", tmp_path / "a", cache)
+    again = states._write_live("demo", tmp_path / "b", cache)
+    assert (first["cached"], again["cached"], len(made)) == (False, True, 1)
+    for path in (tmp_path / "a" / "demo").iterdir():
+        assert (tmp_path / "b" / "demo" / path.name).read_bytes() == path.read_bytes()
+    assert states._write_live("demo", tmp_path / "c", tmp_path / "cache" / "digest2")["cached"] is False
+    assert states.code_digest() == states.code_digest()
+
+
 def test_the_heads_panel_is_live_on_both_its_pages(site):
     """The dashboard's heads panel and lesson 04's are live: their h, N, mask, weights and query
     controls carry data-control, and the note says the numbers were computed by mha_core."""
