@@ -67,8 +67,10 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 SITE_TITLE = "Multi-head attention, taught in NumPy"
 KERNEL_NOTE = "run this notebook to move it"
+# said once a page, over its first live panel; the next ones say only how their settings load
 COMPUTED_NOTE = ("Every setting it offers was computed by <code>mha_core</code> when this site was built, "
                  "and is loaded when the panel scrolls into view.")
+LOADED_NOTE = "Its settings, computed with the site as well, load when the panel scrolls into view."
 LIVE_HEATMAP_NOTE = ("The weights are stored to the nearest 1/255, so the tip shows them to 2 decimals: point "
                      "at a cell (or tap it, or Tab to a map and use the arrow keys) to read its weight and its "
                      "two tokens; a click outlines that query's row.")
@@ -342,16 +344,19 @@ def _kernel_note(controls: list[str], heatmaps: int, where: str) -> str:
             f"running behind them, so they do nothing on this page: {KERNEL_NOTE} ({where}).{hover}</p>")
 
 
-def _live_note(moved: list[str], frozen: list[str], buttons: list[str], heatmaps: int, where: str) -> str:
-    """The note over a live panel: its controls work here, from states computed at build time;
-    ``frozen`` (settings) and ``buttons`` (their names) need a kernel, and the note says so."""
+def _live_note(moved: list[str], frozen: list[str], buttons: list[str], heatmaps: int, where: str,
+               first: bool = True) -> str:
+    """The note over a live panel: its controls work here, from states computed at build time
+    (said in full over the page's ``first`` live panel only); ``frozen`` (settings) and
+    ``buttons`` (their names) need a kernel, and the note says so."""
     still = [*dict.fromkeys(frozen), *(f"the “{b}” button" for b in dict.fromkeys(buttons))]
     rest = (f" Still frozen here, as they need Python running behind them ({_esc('; '.join(still))}): "
             f"run this notebook to use them ({where})." if still else
             f" To change its code or try values it does not offer, run the notebook itself ({where}).")
     hover = f" {LIVE_HEATMAP_NOTE}" if heatmaps else ""
     return (f'<p class="site-kernel-note site-live-note" role="note"><strong>A live panel</strong>: move '
-            f"{_esc(', '.join(dict.fromkeys(moved)))} and the figure follows. {COMPUTED_NOTE}{hover}{rest}</p>")
+            f"{_esc(', '.join(dict.fromkeys(moved)))} and the figure follows. "
+            f"{COMPUTED_NOTE if first else LOADED_NOTE}{hover}{rest}</p>")
 
 
 def widget_states(nb_path: Path, timeout: int = 600) -> tuple[nbformat.NotebookNode, float]:
@@ -382,6 +387,7 @@ def static_widgets(nb, nb_path: Path, executed, heatmap_esm: dict[str, str], whe
     state = executed.metadata.get("widgets", {}).get(WIDGET_STATE)
     if state is None:
         raise ValueError(f"executing {nb_path} stored no widget state")
+    live_panels = 0  # on this page so far
     for i in cells:
         if executed.cells[i].source != nb.cells[i].source:
             raise ValueError(f"{nb_path} cell {i}: executed copy differs from the committed cell")
@@ -397,7 +403,8 @@ def static_widgets(nb, nb_path: Path, executed, heatmap_esm: dict[str, str], whe
             body = renderer.render(views.pop(0)["data"][WIDGET_VIEW]["model_id"])
             if renderer.live_controls:
                 note = _live_note(renderer.live_controls, renderer.controls, renderer.buttons,
-                                  renderer.heatmaps, where)
+                                  renderer.heatmaps, where, first=live_panels == 0)
+                live_panels += 1
             else:
                 note = _kernel_note(renderer.controls, renderer.heatmaps, where) if renderer.has_controls else ""
             kept.append(nbformat.v4.new_output(
