@@ -27,7 +27,10 @@ output is executed once more into memory with its widget state stored (nbclient)
 widget outputs are taken from that run; every other output is the committed one. Each widget
 is drawn as static HTML from its saved state (``StaticWidgets``): text, tables, figures with
 their alt text, controls shown at their saved values but disabled, under a note that says a
-kernel is needed to move them. The client-side heatmap (an anywidget) is drawn by its own
+kernel is needed to move them. Live panels (``scripts/site_states.py``, ``LIVE``) are the
+exception: every state their controls can reach is computed by the panel's own code at build
+time into ``assets/states/<panel>/``, and ``assets/live.js`` enables their controls and looks
+the states up once the panel scrolls into view. The client-side heatmap (an anywidget) is drawn by its own
 ``mha_core/ui/static/*.js`` file with a small stand-in for the widget model (assets/site.js), so
 it still shows the exact weight and both tokens on hover, with no kernel. An unknown widget
 type stops the build (never a silent ``VBox(...)``).
@@ -64,6 +67,13 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 SITE_TITLE = "Multi-head attention, taught in NumPy"
 KERNEL_NOTE = "run this notebook to move it"
+# said once a page, over its first live panel; the next ones say only how their settings load
+COMPUTED_NOTE = ("Every setting it offers was computed by <code>mha_core</code> when this site was built, "
+                 "and is loaded when the panel scrolls into view.")
+LOADED_NOTE = "Its settings, computed with the site as well, load when the panel scrolls into view."
+LIVE_HEATMAP_NOTE = ("The weights are stored to the nearest 1/255, so the tip shows them to 2 decimals: point "
+                     "at a cell (or tap it, or Tab to a map and use the arrow keys) to read its weight and its "
+                     "two tokens; a click outlines that query's row.")
 RUN_IT = "index.html#Run-it-yourself"  # the home page's section on running the course
 DEFAULT_OUT = {False: ROOT / "build" / "site", True: ROOT / "build" / "site-teachers"}  # by --for-teachers
 SOLUTIONS_NOTE = "index.html#Solutions"  # on a students' site: where the solutions are given out
@@ -152,11 +162,15 @@ class StaticWidgets:
                 "FloatTextModel", "BoundedIntTextModel", "BoundedFloatTextModel", "CheckboxModel"}
     SKIPPED = {"LayoutModel"}
 
-    def __init__(self, state: dict, heatmap_esm: dict[str, str]):
+    def __init__(self, state: dict, heatmap_esm: dict[str, str], live: dict[str, list[str]] | None = None):
         self.models = state["state"]
         self.heatmap_esm = heatmap_esm  # ESM source text -> asset file name
-        self.controls: list[str] = []  # "h = 8" for each setting met by render()
-        self.has_controls = False  # any control (a button too): the panel needs the kernel note
+        self.live = live or {}  # live panel name -> its controls that the page moves (site_states)
+        self.controls: list[str] = []  # "h = 8" for each setting met by render() that needs a kernel
+        self.has_controls = False  # a control (a button too) that needs a kernel: the panel needs the kernel note
+        self.live_panel = ""  # the live panel being rendered, if any
+        self.live_controls: list[str] = []  # the labels of the controls the page moves, met by render()
+        self.buttons: list[str] = []  # the buttons met by render() (each needs a kernel)
         self.heatmaps = 0
 
     def _model(self, ref: str) -> dict:
@@ -179,6 +193,9 @@ class StaticWidgets:
         classes = " ".join(["site-w", *s.get("_dom_classes", [])])
         desc = s.get("description", "")
         if name in ("VBoxModel", "HBoxModel", "BoxModel", "GridBoxModel"):
+            panel = self._live_panel_of(s.get("_dom_classes", []))
+            if panel:
+                self.live_panel = panel
             kids = [self._model(c) for c in s["children"]]
             # a figure's alt text travels in a hidden HTML widget beside its image (ui/controls.py)
             alts = [_strip_tags(k["state"]["value"]) for k in kids
@@ -186,6 +203,10 @@ class StaticWidgets:
             inner = "".join(self.render(c, alt=alts[0] if alts else "") for c in s["children"]
                             if "mha-alt" not in self._model(c)["state"].get("_dom_classes", []))
             box = "site-hbox" if name == "HBoxModel" else "site-vbox"
+            if panel:
+                self.live_panel = ""
+                return (f'<div class="{_esc(classes)} {box} site-live" data-live="{_esc(panel)}">'
+                        f'<p class="site-live-status" role="status"></p>{inner}</div>')
             return f'<div class="{_esc(classes)} {box}">{inner}</div>'
         if name in ("HTMLModel", "HTMLMathModel", "LabelModel"):
             value = s["value"] if name != "LabelModel" else _esc(s["value"])
@@ -210,6 +231,20 @@ class StaticWidgets:
         raise ValueError(f"no static view for widget model {name} ({classes}); add one to "
                          "scripts/build_site.py rather than let the page show its text")
 
+    def _live_panel_of(self, dom_classes: list[str]) -> str:
+        """The name of the live panel whose box has these classes (``mha-heads-panel``), else ""."""
+        names = [c.removeprefix("mha-").removesuffix("-panel") for c in dom_classes
+                 if c.startswith("mha-") and c.endswith("-panel")]
+        return next((n for n in names if n in self.live), "")
+
+    def _live_control(self, classes: str) -> str:
+        """The name of the control (``mha-heads-N`` -> "N") if the page moves it, else ""."""
+        prefix = f"mha-{self.live_panel}-"
+        if not self.live_panel:
+            return ""
+        names = [c.removeprefix(prefix) for c in classes.split() if c.startswith(prefix)]
+        return next((n for n in names if n in self.live[self.live_panel]), "")
+
     def _heatmap(self, model: dict, classes: str) -> str:
         s = model["state"]
         asset = self.heatmap_esm.get(s.get("_esm", ""))
@@ -231,41 +266,59 @@ class StaticWidgets:
 
     def _control(self, name: str, s: dict, classes: str, desc: str) -> str:
         label = desc or s.get("tooltip") or name.removesuffix("Model")
+        live = self._live_control(classes)
+        if live:  # drawn disabled as saved; assets/live.js enables it once its states are loaded
+            self.live_controls.append(re.sub(r": (on|off)$", "", label))  # "causal mask", not "causal mask: off"
+            kind = {"SelectionSliderModel": "selection", "IntSliderModel": "int", "ToggleButtonModel": "toggle",
+                    "ToggleButtonsModel": "buttons", "DropdownModel": "select"}.get(name)
+            if kind is None:
+                raise ValueError(f"live control {live!r} is a {name}, which assets/live.js cannot move")
+            return self._control_html(name, s, classes, desc, label, [],
+                                      f'data-control="{_esc(live)}" data-widget="{kind}" ')
         self.has_controls = True
         if name == "ButtonModel":
-            return f'<button class="{_esc(classes)}" disabled>{_esc(s["description"])}</button>'
+            self.buttons.append(s["description"])
+        return self._control_html(name, s, classes, desc, label, self.controls)
+
+    @staticmethod
+    def _control_html(name: str, s: dict, classes: str, desc: str, label: str, settings: list[str],
+                      attrs: str = "") -> str:
+        """A control at its saved value, disabled; its setting ("h = 8") is added to ``settings``;
+        ``attrs`` (``'data-control="N" '``) go on its outer element."""
+        if name == "ButtonModel":
+            return f'<button {attrs}class="{_esc(classes)}" disabled>{_esc(s["description"])}</button>'
         if name == "ToggleButtonModel":
             pressed = "true" if s["value"] else "false"
-            self.controls.append(f"{label}: {'on' if s['value'] else 'off'}")
-            return f'<button class="{_esc(classes)}" disabled aria-pressed="{pressed}">{_esc(s["description"])}</button>'
+            settings.append(f"{label}: {'on' if s['value'] else 'off'}")
+            return f'<button {attrs}class="{_esc(classes)}" disabled aria-pressed="{pressed}">{_esc(s["description"])}</button>'
         if "_options_labels" in s:
             options = s["_options_labels"]
             index = s.get("index")
             shown = options[index] if isinstance(index, int) else "none"
-            self.controls.append(f"{label} = {shown}")
+            settings.append(f"{label} = {shown}")
             if name == "SelectionSliderModel":
                 field = (f'<input type="range" disabled min="0" max="{len(options) - 1}" value="{index}" '
                          f'aria-valuetext="{_esc(shown)}"><output>{_esc(shown)}</output>')
             elif name in ("ToggleButtonsModel", "RadioButtonsModel"):
                 buttons = "".join(f'<button disabled aria-pressed="{"true" if i == index else "false"}">'
                                   f'{_esc(o)}</button>' for i, o in enumerate(options))
-                return (f'<div class="{_esc(classes)} site-control" role="group" aria-label="{_esc(label)}">'
+                return (f'<div {attrs}class="{_esc(classes)} site-control" role="group" aria-label="{_esc(label)}">'
                         f'<span class="site-label" aria-hidden="true">{_esc(desc)}</span>{buttons}</div>')
             else:
                 opts = "".join(f'<option{" selected" if i == index else ""}>{_esc(o)}</option>'
                                for i, o in enumerate(options))
                 field = f"<select disabled>{opts}</select>"
         elif name in ("IntSliderModel", "FloatSliderModel", "FloatLogSliderModel"):
-            self.controls.append(f"{label} = {s['value']}")
+            settings.append(f"{label} = {s['value']}")
             field = (f'<input type="range" disabled min="{s["min"]}" max="{s["max"]}" step="{s["step"]}" '
                      f'value="{s["value"]}"><output>{_esc(s["value"])}</output>')
         elif name == "CheckboxModel":
-            self.controls.append(f"{label}: {'on' if s['value'] else 'off'}")
+            settings.append(f"{label}: {'on' if s['value'] else 'off'}")
             field = f'<input type="checkbox" disabled{" checked" if s["value"] else ""}>'
         else:  # text fields
-            self.controls.append(f"{label} = {s['value']!r}")
+            settings.append(f"{label} = {s['value']!r}")
             field = f'<input type="text" disabled value="{_esc(s["value"])}">'
-        return (f'<label class="{_esc(classes)} site-control"><span class="site-label">{_esc(label)}</span>'
+        return (f'<label {attrs}class="{_esc(classes)} site-control"><span class="site-label">{_esc(label)}</span>'
                 f"{field}</label>")
 
 
@@ -291,6 +344,21 @@ def _kernel_note(controls: list[str], heatmaps: int, where: str) -> str:
             f"running behind them, so they do nothing on this page: {KERNEL_NOTE} ({where}).{hover}</p>")
 
 
+def _live_note(moved: list[str], frozen: list[str], buttons: list[str], heatmaps: int, where: str,
+               first: bool = True) -> str:
+    """The note over a live panel: its controls work here, from states computed at build time
+    (said in full over the page's ``first`` live panel only); ``frozen`` (settings) and
+    ``buttons`` (their names) need a kernel, and the note says so."""
+    still = [*dict.fromkeys(frozen), *(f"the “{b}” button" for b in dict.fromkeys(buttons))]
+    rest = (f" Still frozen here, as they need Python running behind them ({_esc('; '.join(still))}): "
+            f"run this notebook to use them ({where})." if still else
+            f" To change its code or try values it does not offer, run the notebook itself ({where}).")
+    hover = f" {LIVE_HEATMAP_NOTE}" if heatmaps else ""
+    return (f'<p class="site-kernel-note site-live-note" role="note"><strong>A live panel</strong>: move '
+            f"{_esc(', '.join(dict.fromkeys(moved)))} and the figure follows. "
+            f"{COMPUTED_NOTE if first else LOADED_NOTE}{hover}{rest}</p>")
+
+
 def widget_states(nb_path: Path, timeout: int = 600) -> tuple[nbformat.NotebookNode, float]:
     """Execute a copy of the notebook in memory with its widget state stored.
 
@@ -308,15 +376,18 @@ def _widget_cells(nb) -> list[int]:
             and any(WIDGET_VIEW in o.get("data", {}) for o in c.outputs)]
 
 
-def static_widgets(nb, nb_path: Path, executed, heatmap_esm: dict[str, str], where: str) -> None:
+def static_widgets(nb, nb_path: Path, executed, heatmap_esm: dict[str, str], where: str,
+                   live: dict[str, list[str]] | None = None) -> None:
     """Replace every widget output of ``nb`` (committed) by static HTML drawn from the widget
-    state of ``executed``, the same notebook run again (``widget_states``)."""
+    state of ``executed``, the same notebook run again (``widget_states``). ``live``: {panel
+    name: its controls that the page moves} (``site_states``); their panels become live."""
     cells = _widget_cells(nb)
     if not cells:
         return
     state = executed.metadata.get("widgets", {}).get(WIDGET_STATE)
     if state is None:
         raise ValueError(f"executing {nb_path} stored no widget state")
+    live_panels = 0  # on this page so far
     for i in cells:
         if executed.cells[i].source != nb.cells[i].source:
             raise ValueError(f"{nb_path} cell {i}: executed copy differs from the committed cell")
@@ -328,12 +399,28 @@ def static_widgets(nb, nb_path: Path, executed, heatmap_esm: dict[str, str], whe
                 continue
             if not views:
                 raise ValueError(f"{nb_path} cell {i}: the executed copy shows no widget")
-            renderer = StaticWidgets(state, heatmap_esm)
+            renderer = StaticWidgets(state, heatmap_esm, live)
             body = renderer.render(views.pop(0)["data"][WIDGET_VIEW]["model_id"])
-            note = _kernel_note(renderer.controls, renderer.heatmaps, where) if renderer.has_controls else ""
+            if renderer.live_controls:
+                note = _live_note(renderer.live_controls, renderer.controls, renderer.buttons,
+                                  renderer.heatmaps, where, first=live_panels == 0)
+                live_panels += 1
+            else:
+                note = _kernel_note(renderer.controls, renderer.heatmaps, where) if renderer.has_controls else ""
             kept.append(nbformat.v4.new_output(
                 "display_data", data={"text/html": f'<div class="site-widget">{note}{body}</div>'}))
         nb.cells[i].outputs = kept
+
+
+def _site_states():
+    """``scripts/site_states.py`` (the live panels' states), imported from beside this file: the
+    script runs as a file (``make site``) and the tests load it by its path."""
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import site_states
+
+    return site_states
 
 
 # -- pages -----------------------------------------------------------------------------------------
@@ -354,8 +441,10 @@ def _home_markdown(pages: list[Page], binder: str | None) -> str:
              "their results. Start with lesson 00.", "",
              "These pages are the course's notebooks, made for reading: the code and its results are "
              "shown as they were when the notebooks were run, and nothing runs here. The attention "
-             "heatmaps still respond when you point at them; the other sliders and buttons need "
-             "Python running behind them, and each panel says so (see *Run it yourself* below).", ""]
+             "heatmaps still respond when you point at them, and the panels marked *live* move "
+             "with their controls: every setting they offer was computed by the course's own code "
+             "when this site was built. The other panels' sliders and buttons need Python running "
+             "behind them, and each panel says so (see *Run it yourself* below).", ""]
     for kind, heading in groups:
         members = [p for p in pages if p.kind == kind]
         if members:
@@ -457,7 +546,7 @@ def copy_assets(out: Path) -> dict[str, str]:
     lab = Path(HTMLExporter(template_name="lab").template_paths[0])
     css = [(lab / "static" / name).read_text(encoding="utf-8") for name in ("index.css", "theme-light.css")]
     (assets / "notebook.css").write_text("\n".join(css), encoding="utf-8")
-    for name in ("site.css", "maths.js", "site.js"):
+    for name in ("site.css", "maths.js", "site.js", "live.js"):
         shutil.copy2(SITE_SRC / name, assets / name)
     esm = {}
     for path in sorted(WIDGET_STATIC.iterdir()):
@@ -490,12 +579,22 @@ def build(out: Path, log=print, *, binder: str | None = None, for_teachers: bool
     # in parallel; two keep a small laptop's cores busy without contending)
     notebooks = {p: nbformat.read(p.source, as_version=4) for p in pages if p.source.suffix == ".ipynb"}
     rerun = [p for p, nb in notebooks.items() if _widget_cells(nb)]
+    states = _site_states()
+    live = {name: table.live_controls for name, table in states.live_tables().items()}
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = dict(zip(rerun, pool.map(lambda p: widget_states(p.source), rerun), strict=True))
+        running = pool.map(lambda p: widget_states(p.source), rerun)
+        # meanwhile, in two processes: the live panels' states (site_states)
+        stored = states.write_states(list(live), out / "assets" / "states")
+        states_seconds = time.perf_counter() - t0
+        runs = dict(zip(rerun, running, strict=True))
     rerun_seconds = time.perf_counter() - t0
     for p, (_, seconds) in runs.items():
         log(f"  executed {p.source.name} for its widget state: {seconds:.1f} s")
+    for name, facts in stored.items():
+        kept = " (kept from an earlier build of the same code)" if facts["cached"] else ""
+        log(f"  live panel {name}: {facts['states']} states, {facts['bytes'] / 1e6:.1f} MB{kept}")
+    log(f"  the live panels' states ready in {states_seconds:.1f} s")
     exporters = {exclude: _exporter(exclude) for exclude in (False, True)}  # one each: building one takes ~0.5 s
     for page in [None, *pages]:
         where = ""
@@ -507,7 +606,7 @@ def build(out: Path, log=print, *, binder: str | None = None, for_teachers: bool
         else:
             nb, where = notebooks[page], _where(page, binder)
             if page in runs:
-                static_widgets(nb, page.source, runs[page][0], heatmap_esm, where)
+                static_widgets(nb, page.source, runs[page][0], heatmap_esm, where, live)
             slug, title, exclude = page.slug, page.title, page.kind == "dashboard"
         # no copy of nb needed: the exporter renders a copy of its own
         body = render_page(page, nb, pages, exporters[exclude], slug=slug, title=title, where=where)
@@ -520,9 +619,11 @@ def build(out: Path, log=print, *, binder: str | None = None, for_teachers: bool
     for item in unresolved:
         log(f"  (not on the site, shown as a path) {item}")
     log(f"built {len(pages) + 1} pages into {out} in {seconds:.1f} s ({rerun_seconds:.1f} s of it running "
-        f"{len(rerun)} notebooks for their widget state), {size / 1e6:.1f} MB")
+        f"{len(rerun)} notebooks for their widget state and computing the live panels' states, side by side), "
+        f"{size / 1e6:.1f} MB")
     return {"pages": pages, "seconds": seconds, "bytes": size, "unresolved": unresolved,
-            "rerun": [p.source.name for p in rerun], "rerun_seconds": rerun_seconds}
+            "rerun": [p.source.name for p in rerun], "rerun_seconds": rerun_seconds,
+            "states": stored, "states_seconds": states_seconds}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,9 @@
 //    (mha_core/ui/heatmap.py). The widget's own ESM file draws it, given a small stand-in for the
 //    widget model (get / set / save_changes / on / off / send) that lives in the page. So hover and
 //    the keyboard cursor show the exact weights with no kernel; a click outlines the query row.
+// 3. Live panels (live.js): their controls look up states computed when the site was built.
+
+import { startLivePanels } from "./live.js";
 
 function bytes(b64) {
   const s = atob(b64);
@@ -30,6 +33,8 @@ function savedModel(traits) {
   };
 }
 
+const models = new WeakMap();  // a heatmap's element -> its stand-in model (live.js moves it)
+
 async function renderHeatmaps() {
   for (const el of document.querySelectorAll(".site-heatmap")) {
     const traits = JSON.parse(el.dataset.state);
@@ -37,7 +42,9 @@ async function renderHeatmaps() {
     traits.lut = bytes(traits.lut);
     const widget = (await import("./" + el.dataset.esm)).default;
     el.querySelector(".site-noscript")?.remove();
-    widget.render({ model: savedModel(traits), el });
+    const model = savedModel(traits);
+    models.set(el, model);
+    widget.render({ model, el });
   }
 }
 
@@ -60,6 +67,7 @@ function markScrollers() {
 
 async function start() {
   await renderHeatmaps();
+  startLivePanels((el) => models.get(el), markScrollers);
   markScrollers();
   let timer;
   window.addEventListener("resize", () => { clearTimeout(timer); timer = setTimeout(markScrollers, 100); });

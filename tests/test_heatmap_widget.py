@@ -91,3 +91,12 @@ def test_marks_and_captions_are_sent_and_checked():
     for kwargs in ({"lines": [4]}, {"stripe": [(0, 9)]}, {"captions": ["only one"]}):
         with pytest.raises(ValueError):
             grid.show(w, labels, **kwargs)
+
+
+def test_the_tips_decimals_are_a_checked_trait():
+    """The tip shows 4 decimals of a weight unless told fewer (the static site's stored bytes: 2)."""
+    grid = HeatmapGrid()
+    assert grid.digits == 4
+    grid.digits = 2
+    with pytest.raises(TraitError):
+        grid.digits = 9

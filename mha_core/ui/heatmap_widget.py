@@ -89,6 +89,9 @@ class HeatmapGrid(anywidget.AnyWidget):
     query = traitlets.Int(-1).tag(sync=True)
     lut = traitlets.Bytes(viridis_lut()).tag(sync=True)
     gamma = traitlets.Float(WEIGHT_GAMMA).tag(sync=True)
+    # Decimals of a weight in the hover tip: 4 for the weights themselves; the static site shows
+    # stored states (bytes, 1/255 apart) to 2 (scripts/site_states.py)
+    digits = traitlets.Int(4, min=0, max=8).tag(sync=True)
     tile = traitlets.Int(TILE_PX).tag(sync=True)
     # Maps grow with N up to this side, so that every token gets a label (12 px a token), as far
     # as the page's width allows; past it, labels are thinned.

@@ -3,7 +3,7 @@
 //
 // Model traits: weights (float32 bytes, shape (h, N, N), row = query, column = key), h, n,
 // labels (N str), title, query (-1 or the outlined row), lut (256 RGB bytes of the colormap),
-// gamma (colour = weight ** gamma), alt (the figure's description), tile and max_tile (px of one
+// gamma (colour = weight ** gamma), digits (decimals of a weight in the tip), alt (the figure's description), tile and max_tile (px of one
 // map: 12 px a token between the two), lines and stripe (marks: see draw).
 //
 // Pointer: hovering a cell (or tapping it, for 1.5 s; a scroll closes it) shows "head i: query q 'tok' -> key k 'tok' = weight"; clicking a
@@ -74,7 +74,8 @@ function render({ model, el }) {
 
   function describe(head, q, k) {
     const labels = model.get("labels");
-    return `${name(head)}: query ${q} "${labels[q]}" -> key ${k} "${labels[k]}" = ${weight(head, q, k).toFixed(4)}`;
+    const digits = model.get("digits") ?? 4;  // traits saved before `digits` existed have none
+    return `${name(head)}: query ${q} "${labels[q]}" -> key ${k} "${labels[k]}" = ${weight(head, q, k).toFixed(digits)}`;
   }
 
   function drawLegend() {

@@ -1,0 +1,331 @@
+"""Build-time state tables: every state a live panel on the site can show, computed by ``mha_core``.
+
+The site has no kernel, so a panel whose controls move on the site (``LIVE``) is computed here,
+once per state, by the panel's own code: ``HeadExplorer.refresh`` with the state's control values,
+read back from the widgets it fills (the heatmap's weights, labels, title and alt text, the
+caption). Nothing of the maths is written again: the browser (``site/site.js``) only looks a state
+up and hands it to the widget's own ``heatmap.js``.
+
+The files, under ``assets/states/<panel>/`` of the site:
+
+    index.json     the controls (name, values in the panel's order, labels) and the states:
+                   [[value of each control, ...], "file stem"], one entry per state
+    <stem>.json    a state's small things: "html" {a widget's CSS class: its new HTML} (captions,
+                   numbers), "texts" {control: its new text}, and for a heatmap its labels,
+                   title, alt text and shape, for a picture its alt text
+    <stem>.u8      a heatmap's weights, shape (h, N, N), one byte each: weight = byte / 255
+                   (QUANT_STEP = 1/255; the tip shows 2 decimals, which the bytes hold exactly
+                   enough: the error is at most half a step, 0.002)
+    <stem>.png     a picture (the KV panel's bar chart), as the panel drew it, in fewer colours;
+                   a picture that many states share (the cost chart: the same for every h) is
+                   stored once, as <its content's hash>.png, which the state's JSON names
+
+The page loads ``index.json`` when the panel scrolls into view, and one state's two files when
+the controls pick it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import re
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from bs4 import BeautifulSoup
+
+from mha_core.teaching.demo import DEMO_MAX_TOKENS
+from mha_core.ui.controls import MAX_HEADS, divisors
+from mha_core.ui.cost_panel import COST_D_MODELS, COST_NS, CostPanel
+from mha_core.ui.heads_panel import HEAD_CHOICES, HeadExplorer, toy_task, trained_available
+from mha_core.ui.kv_panel import KV_CONTEXTS, KV_DTYPES, KV_MODELS, KVCachePanel
+
+QUANT_LEVELS = 255
+QUANT_STEP = 1 / QUANT_LEVELS
+TIP_DIGITS = 2  # decimals the hover tip shows for a stored weight (half a step is 0.002)
+
+
+@dataclass(frozen=True)
+class StateTable:
+    """A live panel's states.
+
+    panel : the panel's name (its box has the class ``mha-<panel>-panel``)
+    controls : {control name: (values in the panel's order, their labels)}, the controls that pick
+        a state, in the order the page resolves them (the first one's value is kept when the
+        others must move to a state that exists). Labels that depend on the first control's
+        value are a dict {its value: labels, None where the value is not offered}. A toggle's
+        labels are "off", "on" (site/live.js reads its aria-pressed so); an integer slider's
+        values run without a gap.
+    states : () -> iterator of (values, meta, files): ``values`` one per control, ``meta`` a
+        JSON-able dict, ``files`` {suffix: bytes} ("u8": ``quantise(weights)``, "png")
+    view : controls that change only the drawing, not the state (the outlined query row: the
+        widget's own script draws it); the page moves them too
+    """
+
+    panel: str
+    controls: dict[str, tuple[list, list[str]]]
+    states: Callable[[], Iterator[tuple[tuple, dict, dict[str, bytes]]]]
+    view: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()  # the suffixes of every state's files besides its JSON
+    # of those, the suffixes whose files many states share (the cost chart is the same for every
+    # h): stored once, named by their content, and named in each state's JSON ("files")
+    shared: tuple[str, ...] = ()
+
+    @property
+    def live_controls(self) -> list[str]:
+        """Every control of the panel that moves on the site."""
+        return [*self.controls, *self.view]
+
+
+def quantise(weights: np.ndarray) -> bytes:
+    """Weights in [0, 1], any shape -> one byte each, ``round(w * 255)`` (C order)."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.size and (np.isnan(w).any() or w.min() < 0 or w.max() > 1):
+        raise ValueError(f"weights must lie in [0, 1] to be stored as bytes, got [{w.min()}, {w.max()}]")
+    return np.round(w * QUANT_LEVELS).astype(np.uint8).tobytes()
+
+
+def stem(values: tuple) -> str:
+    """A state's file name: its control values joined, ``("random", 4, 12, False) -> "random-4-12-false"``;
+    a run of other characters than letters, digits and dots becomes one "_" ("small: d_model=512" ->
+    "small_d_model_512")."""
+    return "-".join(re.sub(r"[^A-Za-z0-9.]+", "_", json.dumps(v).strip('"')) for v in values)
+
+
+def write_table(table: StateTable, out: Path) -> dict:
+    """Write ``table`` into ``out/<panel>/`` (see the module docstring). Returns {states, bytes}."""
+    folder = out / table.panel
+    folder.mkdir(parents=True, exist_ok=True)
+    entries, size = [], 0
+    for values, meta, files in table.states():
+        if len(values) != len(table.controls) or set(files) != set(table.files):
+            raise ValueError(f"{table.panel}: state {values} has {len(values)} values for "
+                             f"{len(table.controls)} controls and files {sorted(files)}, not {table.files}")
+        name = stem(values)
+        files = dict(files)  # the caller's dict stays as it was
+        named = {}
+        for suffix in table.shared:  # one file per distinct content
+            data = files.pop(suffix)
+            named[suffix] = f"{hashlib.sha1(data).hexdigest()[:16]}.{suffix}"
+            if not (folder / named[suffix]).exists():
+                (folder / named[suffix]).write_bytes(data)
+                size += len(data)
+        meta = {**meta, "files": named} if named else meta
+        files = {"json": json.dumps(meta, separators=(",", ":")).encode(), **files}
+        for suffix, data in files.items():
+            (folder / f"{name}.{suffix}").write_bytes(data)
+            size += len(data)
+        entries.append([list(values), name])
+    index = {"panel": table.panel, "files": list(table.files), "scale": QUANT_LEVELS, "digits": TIP_DIGITS,
+             "controls": [{"name": k, "values": v, "labels": labels} for k, (v, labels) in table.controls.items()],
+             "states": entries}
+    (folder / "index.json").write_text(json.dumps(index, separators=(",", ":")), encoding="utf-8")
+    return {"states": len(entries), "bytes": size + (folder / "index.json").stat().st_size}
+
+
+# -- the heads panel (dashboard section 2, lesson 04) ------------------------------------------------
+
+def heads_grid() -> Iterator[tuple[str, int, int, bool]]:
+    """Every (kind, h, N, causal) the heads panel can show: random weights for each h of
+    ``HEAD_CHOICES``, N = 2..DEMO_MAX_TOKENS, mask off and on; trained weights for each trained h,
+    N = 2..the toy task's length, mask on (the panel locks it: the model was trained causally)."""
+    for h in HEAD_CHOICES:
+        for n in range(2, DEMO_MAX_TOKENS + 1):
+            for causal in (False, True):
+                yield "random", h, n, causal
+    available = trained_available()
+    for h in available:
+        for n in range(2, toy_task().n + 1):
+            yield "trained", h, n, True
+
+
+def _shown(panel, values: dict) -> None:
+    """Set the panel to ``values`` (its ``refresh``, as a message from the page would)."""
+    if not panel.refresh(**values):
+        raise ValueError(f"the {panel.name} panel refused {values}: {panel.status.value}")
+
+
+def heads_view(panel: HeadExplorer, kind: str, h: int, N: int, causal: bool) -> tuple[dict, np.ndarray]:
+    """What the panel shows at one state, by the panel itself: (meta, weights of shape (h, N, N))."""
+    _shown(panel, {"kind": kind, "h": h, "N": N, "causal": causal, "query": -1})
+    fig = panel.figure
+    weights = np.frombuffer(fig.weights, dtype=np.float32).reshape(fig.h, fig.n, fig.n)  # (h, N, N)
+    meta = {"heatmap": {"labels": list(fig.labels), "title": fig.title, "alt": fig.alt,
+                        "shape": list(weights.shape)},
+            "html": {"mha-heads-caption": panel.caption.value},
+            "query": [label for label, _ in HeadExplorer._query_options(fig.labels)],
+            "texts": {"causal": panel.causal.description}}  # the toggle's text says on or off
+    return meta, weights
+
+
+def heads_table() -> StateTable:
+    kinds = [("random init", "random"), ("trained (toy task)", "trained")]
+    if not trained_available():
+        kinds = kinds[:1]
+
+    def states():
+        panel = HeadExplorer(renderer="canvas")
+        for kind, h, n, causal in heads_grid():
+            meta, weights = heads_view(panel, kind, h, n, causal)
+            yield (kind, h, n, causal), meta, {"u8": quantise(weights)}
+
+    return StateTable("heads", {
+        "kind": ([v for _, v in kinds], [label for label, _ in kinds]),
+        "h": (list(HEAD_CHOICES), [str(h) for h in HEAD_CHOICES]),
+        "N": (list(range(2, DEMO_MAX_TOKENS + 1)), [str(n) for n in range(2, DEMO_MAX_TOKENS + 1)]),
+        "causal": ([False, True], ["off", "on"]),
+    }, states, view=("query",), files=("u8",))
+
+
+# -- the KV-cache panel (dashboard section 5, lesson 06) ----------------------------------------------
+
+PNG_COLOURS = 64  # a bar chart needs no more: the PNG shrinks about 3 times
+
+
+def fewer_colours(png: bytes) -> bytes:
+    """The PNG redrawn with at most ``PNG_COLOURS`` colours (a palette), same pixels otherwise."""
+    from PIL import Image
+
+    out = io.BytesIO()
+    fast = Image.Quantize.FASTOCTREE  # 0.04 s a chart, against 0.1 s for the default
+    Image.open(io.BytesIO(png)).convert("RGB").quantize(PNG_COLOURS, method=fast).save(out, "PNG", optimize=True)
+    return out.getvalue()
+
+
+def kv_view(panel: KVCachePanel, model: str, n_kv: int, n_tokens: int, dtype: str) -> tuple[dict, bytes]:
+    """What the panel shows at one state, by the panel itself: (meta, its chart as a PNG)."""
+    _shown(panel, {"model": model, "n_kv": n_kv, "n_tokens": n_tokens, "dtype": dtype})
+    alt = BeautifulSoup(panel.alt.value, "html.parser").get_text()
+    return {"html": {"mha-kv-numbers": panel.numbers.value}, "image": {"class": "mha-kv-image", "alt": alt}}, \
+        panel.image.value
+
+
+def kv_table() -> StateTable:
+    """Every model, n_kv (the divisors of its h), context and dtype of the KV panel: 270 states."""
+    n_kvs = sorted({k for _, h, _ in KV_MODELS.values() for k in divisors(h)})
+    labels = {}  # the slider's labels say MQA / GQA / MHA, which depends on the model's h
+    for model, (_, h, _) in KV_MODELS.items():
+        named = dict((k, label) for label, k in KVCachePanel._kv_options(h))
+        labels[model] = [named.get(k) for k in n_kvs]
+
+    def states():
+        panel = KVCachePanel()
+        for model, (_, h, _) in KV_MODELS.items():
+            for n_tokens in KV_CONTEXTS:
+                for dtype in KV_DTYPES:
+                    for n_kv in divisors(h):  # innermost: the panel redraws only the highlighted bar
+                        meta, png = kv_view(panel, model, n_kv, n_tokens, dtype)
+                        yield (model, n_kv, n_tokens, dtype), meta, {"png": fewer_colours(png)}
+
+    return StateTable("kv", {
+        "model": (list(KV_MODELS), list(KV_MODELS)),
+        "n_kv": (n_kvs, labels),
+        "context": (list(KV_CONTEXTS), [str(n) for n in KV_CONTEXTS]),
+        "dtype": (list(KV_DTYPES), list(KV_DTYPES)),
+    }, states, files=("png",))
+
+
+# -- the cost panel (dashboard section 3) ----------------------------------------------------------------
+
+def cost_view(panel: CostPanel, d_model: int, h: int, N: int) -> tuple[dict, bytes]:
+    """What the panel shows at one state, by the panel itself: (meta, its chart as a PNG). The
+    worked example below the chart is the same in every state, so it stays as saved."""
+    _shown(panel, {"d_model": d_model, "h": h, "N": N})
+    alt = BeautifulSoup(panel.alt.value, "html.parser").get_text()
+    return ({"html": {"mha-cost-numbers": panel.numbers.value, "mha-cost-by-h": panel.by_h.value},
+             "image": {"class": "mha-cost-image", "alt": alt}}, panel.image.value)
+
+
+def cost_table() -> StateTable:
+    """Every d_model, h (its divisors up to MAX_HEADS) and N of the cost panel: 854 states, one
+    chart per (d_model, N)."""
+    hs = sorted({h for d in COST_D_MODELS for h in divisors(d, MAX_HEADS)})
+
+    def states():
+        panel = CostPanel()
+        charts: dict[bytes, bytes] = {}  # the panel's PNG's hash -> the PNG in fewer colours, made once
+        for d_model in COST_D_MODELS:
+            for n in COST_NS:
+                for h in divisors(d_model, MAX_HEADS):
+                    meta, png = cost_view(panel, d_model, h, n)
+                    seen = hashlib.sha1(png).digest()
+                    if seen not in charts:
+                        charts[seen] = fewer_colours(png)
+                    yield (d_model, h, n), meta, {"png": charts[seen]}
+
+    return StateTable("cost", {
+        "d_model": (list(COST_D_MODELS), [str(d) for d in COST_D_MODELS]),
+        "h": (hs, [str(h) for h in hs]),
+        "N": (list(COST_NS), [str(n) for n in COST_NS]),
+    }, states, files=("png",), shared=("png",))
+
+
+LIVE: dict[str, Callable[[], StateTable]] = {"heads": heads_table, "kv": kv_table, "cost": cost_table}
+
+
+def live_tables() -> dict[str, StateTable]:
+    """The live panels' tables, by panel name (cheap: their states are computed when written)."""
+    return {name: make() for name, make in LIVE.items()}
+
+
+CACHE = Path(__file__).resolve().parents[1] / "build" / "site-states"  # states of earlier builds
+
+
+def code_digest() -> str:
+    """What the states depend on: every file of ``mha_core`` (code and stored weights), this file,
+    and the versions of the libraries that draw and encode them. A new digest, new states."""
+    import matplotlib
+    import PIL
+
+    import mha_core
+
+    package = Path(mha_core.__file__).parent
+    h = hashlib.sha1(f"{np.__version__} {matplotlib.__version__} {PIL.__version__}".encode())
+    for path in sorted([*package.rglob("*"), Path(__file__).resolve()]):
+        if path.is_file() and "__pycache__" not in path.parts:
+            h.update(path.relative_to(package.parent).as_posix().encode() if path.is_relative_to(package.parent)
+                     else path.name.encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _write_live(name: str, out: Path, cache: Path | None) -> dict:
+    """``LIVE[name]``'s table into ``out`` (in a worker process: a table is made there, not sent),
+    copied from ``cache`` when an earlier build with the same code stored it there, else computed
+    and stored there too. Returns {states, bytes, cached}."""
+    kept = cache / name if cache else None
+    if kept and (kept / "done.json").exists():
+        shutil.copytree(kept, out / name, ignore=shutil.ignore_patterns("done.json"))
+        return {**json.loads((kept / "done.json").read_text(encoding="utf-8")), "cached": True}
+    facts = write_table(LIVE[name](), out)
+    if kept:
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(out / name, kept)
+        (kept / "done.json").write_text(json.dumps(facts), encoding="utf-8")  # last: a whole copy
+    return {**facts, "cached": False}
+
+
+def write_states(names: list[str], out: Path, workers: int = 2, cache: Path | None = CACHE) -> dict[str, dict]:
+    """The live panels ``names`` into ``out`` (the site's ``assets/states``), ``workers`` tables at
+    a time in processes of their own: {panel: {states, bytes, cached}}. ``cache``: where the states
+    of earlier builds are kept, by ``code_digest`` (None: compute them all)."""
+    here = str(Path(__file__).resolve().parent)  # a worker started afresh imports this module from here
+    cache = cache / code_digest() if cache else None
+    with ProcessPoolExecutor(max_workers=workers, initializer=_importable, initargs=(here,)) as pool:
+        done = {name: pool.submit(_write_live, name, out, cache) for name in names}
+        facts = {name: job.result() for name, job in done.items()}
+    for older in (cache.parent.iterdir() if cache else []):  # only the current code's states are kept
+        if older != cache:
+            shutil.rmtree(older, ignore_errors=True)
+    return facts
+
+
+def _importable(folder: str) -> None:
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
