@@ -576,6 +576,19 @@ def _move(page, box, control: str, how: str, touch: bool) -> None:
         target.tap() if touch else target.click()
 
 
+def _live_page(browser, server, width: int, href: str, panel: str):
+    """``href`` opened at ``width`` (by touch under 600 px), every request for states recorded from
+    the start: (page, the live ``panel``'s box, requests that left 127.0.0.1, console errors, the
+    states' URLs loaded)."""
+    outside: list[str] = []
+    errors: list[str] = []
+    loaded: list[str] = []
+    page = _page(browser, server, width, outside, errors, touch=width < 600)
+    page.on("request", lambda r: loaded.append(r.url) if "/assets/states/" in r.url else None)
+    _open(page, server + href)
+    return page, page.locator(f".site-live[data-live={panel}]"), outside, errors, loaded
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("href", ["04_head_heatmaps.html", "dashboard.html"])
 def test_every_control_of_the_live_heads_panel_moves_its_figure(site, server, browser, href, width):
@@ -587,13 +600,7 @@ def test_every_control_of_the_live_heads_panel_moves_its_figure(site, server, br
     assert AXE.is_file(), NO_AXE
     out, _ = site
     touch = width < 600
-    outside: list[str] = []
-    errors: list[str] = []
-    page = _page(browser, server, width, outside, errors, touch=touch)
-    loaded: list[str] = []
-    page.on("request", lambda r: loaded.append(r.url) if "/assets/states/" in r.url else None)
-    _open(page, server + href)
-    box = page.locator(".site-live[data-live=heads]")
+    page, box, outside, errors, loaded = _live_page(browser, server, width, href, "heads")
     if href.startswith("04"):  # the panel is far below the first screen: nothing of it loaded yet
         assert loaded == [], f"states loaded before their panel came into view: {loaded[:3]}"
     box.scroll_into_view_if_needed()
@@ -677,11 +684,7 @@ def test_every_control_of_a_live_chart_panel_moves_its_figure(site, server, brow
     assert AXE.is_file(), NO_AXE
     out, _ = site
     touch = width < 600
-    outside: list[str] = []
-    errors: list[str] = []
-    page = _page(browser, server, width, outside, errors, touch=touch)
-    _open(page, server + href)
-    box = page.locator(f".site-live[data-live={panel}]")
+    page, box, outside, errors, _ = _live_page(browser, server, width, href, panel)
     box.scroll_into_view_if_needed()
     page.wait_for_selector(f".site-live[data-live={panel}][data-live-ready]", timeout=LOAD_TIMEOUT_MS)
     for control, how, becomes in CHART_MOVES[panel]:
