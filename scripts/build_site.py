@@ -71,6 +71,9 @@ KERNEL_NOTE = "run this notebook to move it"
 COMPUTED_NOTE = ("Every setting it offers was computed by <code>mha_core</code> when this site was built, "
                  "and is loaded when the panel scrolls into view.")
 LOADED_NOTE = "Its settings, computed with the site as well, load when the panel scrolls into view."
+# beside a free-text box of a live panel (the states were computed for prepared inputs only)
+FREE_TEXT_NOTE = ("Typing your own text needs Python running behind the page, so this box is off here: "
+                  "choose a prepared sentence in the menu beside it, or run the live dashboard")
 LIVE_HEATMAP_NOTE = ("The weights are stored to the nearest 1/255, so the tip shows them to 2 decimals: point "
                      "at a cell (or tap it, or Tab to a map and use the arrow keys) to read its weight and its "
                      "two tokens; a click outlines that query's row.")
@@ -162,8 +165,10 @@ class StaticWidgets:
                 "FloatTextModel", "BoundedIntTextModel", "BoundedFloatTextModel", "CheckboxModel"}
     SKIPPED = {"LayoutModel"}
 
-    def __init__(self, state: dict, heatmap_esm: dict[str, str], live: dict[str, list[str]] | None = None):
+    def __init__(self, state: dict, heatmap_esm: dict[str, str], live: dict[str, list[str]] | None = None,
+                 where: str = ""):
         self.models = state["state"]
+        self.where = where  # where to run the notebook, as HTML (a free-text box in a live panel says it)
         self.heatmap_esm = heatmap_esm  # ESM source text -> asset file name
         self.live = live or {}  # live panel name -> its controls that the page moves (site_states)
         self.controls: list[str] = []  # "h = 8" for each setting met by render() that needs a kernel
@@ -210,7 +215,7 @@ class StaticWidgets:
             return f'<div class="{_esc(classes)} {box}">{inner}</div>'
         if name in ("HTMLModel", "HTMLMathModel", "LabelModel"):
             value = s["value"] if name != "LabelModel" else _esc(s["value"])
-            if not value:
+            if not value and not self.live_panel:  # in a live panel, a place for the HTML a state brings
                 return ""
             label = f'<span class="site-label">{_esc(desc)}</span> ' if desc else ""
             return f'<div class="{_esc(classes)} site-html">{label}{value}</div>'
@@ -251,6 +256,15 @@ class StaticWidgets:
         if asset is None:
             raise ValueError(f"anywidget {s.get('_anywidget_id')} runs an ESM that matches no file "
                              f"in {WIDGET_STATIC}")
+        if "scores" in s and self.live_panel:
+            # the real panel's layers x heads overview (score_grid.js), in a live panel: drawn by its
+            # own script like a heatmap (assets/site.js), moved by the panel's script
+            traits = {k: v for k, v in s.items() if not k.startswith("_") and k not in ("scores", "lut")
+                      and not isinstance(v, dict)}
+            traits["scores"] = self._buffer(model, "scores")  # float32 (layers, h), base64
+            traits["lut"] = self._buffer(model, "lut")
+            return (f'<div class="{_esc(classes)} site-scoregrid" data-esm="{_esc(asset)}" '
+                    f'data-state="{_esc(json.dumps(traits))}"><p class="site-noscript">{_esc(s["title"])}</p></div>')
         if "h" not in s:  # another client-side widget (the real panel's layers x heads overview)
             what = s.get("title") or "an interactive overview"
             return (f'<div class="{_esc(classes)}"><p class="site-noscript">{_esc(what)}: '
@@ -270,7 +284,7 @@ class StaticWidgets:
         if live:  # drawn disabled as saved; assets/live.js enables it once its states are loaded
             self.live_controls.append(re.sub(r": (on|off)$", "", label))  # "causal mask", not "causal mask: off"
             kind = {"SelectionSliderModel": "selection", "IntSliderModel": "int", "ToggleButtonModel": "toggle",
-                    "ToggleButtonsModel": "buttons", "DropdownModel": "select"}.get(name)
+                    "ToggleButtonsModel": "buttons", "DropdownModel": "select", "ButtonModel": "button"}.get(name)
             if kind is None:
                 raise ValueError(f"live control {live!r} is a {name}, which assets/live.js cannot move")
             return self._control_html(name, s, classes, desc, label, [],
@@ -278,6 +292,17 @@ class StaticWidgets:
         self.has_controls = True
         if name == "ButtonModel":
             self.buttons.append(s["description"])
+        if self.live_panel and name in ("TextModel", "TextareaModel") and "input" in self.live[self.live_panel]:
+            # free text needs a kernel: the box says so where it is, and a menu of the prepared
+            # inputs (the table's "input" control, filled by the panel's script) stands beside it
+            why = f"site-why-{_esc(self.live_panel)}"
+            box = self._control_html(name, s, classes, desc, label, self.controls)
+            self.live_controls.append("prepared sentence")
+            return (box.replace("<input ", f'<input aria-describedby="{why}" ', 1)
+                    + f'<label data-control="input" data-widget="select" class="site-w site-control">'
+                    f'<span class="site-label">prepared sentence</span><select disabled>'
+                    f'<option selected>{_esc(s["value"])}</option></select></label>'
+                    f'<p class="site-text-why" id="{why}">{FREE_TEXT_NOTE} ({self.where or "see the home page"}).</p>')
         return self._control_html(name, s, classes, desc, label, self.controls)
 
     @staticmethod
@@ -399,7 +424,7 @@ def static_widgets(nb, nb_path: Path, executed, heatmap_esm: dict[str, str], whe
                 continue
             if not views:
                 raise ValueError(f"{nb_path} cell {i}: the executed copy shows no widget")
-            renderer = StaticWidgets(state, heatmap_esm, live)
+            renderer = StaticWidgets(state, heatmap_esm, live, where)
             body = renderer.render(views.pop(0)["data"][WIDGET_VIEW]["model_id"])
             if renderer.live_controls:
                 note = _live_note(renderer.live_controls, renderer.controls, renderer.buttons,
@@ -546,7 +571,7 @@ def copy_assets(out: Path) -> dict[str, str]:
     lab = Path(HTMLExporter(template_name="lab").template_paths[0])
     css = [(lab / "static" / name).read_text(encoding="utf-8") for name in ("index.css", "theme-light.css")]
     (assets / "notebook.css").write_text("\n".join(css), encoding="utf-8")
-    for name in ("site.css", "maths.js", "site.js", "live.js"):
+    for name in ("site.css", "maths.js", "site.js", "live.js", "real_live.js"):
         shutil.copy2(SITE_SRC / name, assets / name)
     esm = {}
     for path in sorted(WIDGET_STATIC.iterdir()):

@@ -12,6 +12,9 @@ const STATES = "assets/states/";
 const KEPT_STATES = 32;  // states kept in memory per panel (a phone need not hold all 674 heatmaps)
 
 const key = (values) => JSON.stringify(values);
+// panels with a script of their own, loaded with their states (the real-model panel: two maps,
+// an overview and buttons that act); it gets this file's fetchOk and the page's stand-in models
+const OWN_SCRIPT = { real: "./real_live.js" };
 
 async function fetchOk(url, as) {
   const r = await fetch(url);
@@ -230,7 +233,9 @@ export function startLivePanels(modelOf, afterUpdate) {
     for (const e of entries) {
       if (e.isIntersecting) {
         watch.unobserve(e.target);
-        goLive(e.target, modelOf, afterUpdate).catch((err) => fail(e.target, err));
+        const own = OWN_SCRIPT[e.target.dataset.live];
+        (own ? import(own).then((m) => m.goLive(e.target, { fetchOk, modelOf, afterUpdate }))
+          : goLive(e.target, modelOf, afterUpdate)).catch((err) => fail(e.target, err));
       }
     }
   }, { rootMargin: "300px" });
