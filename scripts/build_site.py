@@ -256,7 +256,7 @@ class StaticWidgets:
         if asset is None:
             raise ValueError(f"anywidget {s.get('_anywidget_id')} runs an ESM that matches no file "
                              f"in {WIDGET_STATIC}")
-        if "scores" in s and self.live_panel:
+        if "layers" in s and self.live_panel:
             # the real panel's layers x heads overview (score_grid.js), in a live panel: drawn by its
             # own script like a heatmap (assets/site.js), moved by the panel's script
             traits = {k: v for k, v in s.items() if not k.startswith("_") and k not in ("scores", "lut")
@@ -292,7 +292,8 @@ class StaticWidgets:
         self.has_controls = True
         if name == "ButtonModel":
             self.buttons.append(s["description"])
-        if self.live_panel and name in ("TextModel", "TextareaModel") and "input" in self.live[self.live_panel]:
+        mine = f"mha-{self.live_panel}-" in classes  # the panel's own box, not one of a panel inside it
+        if self.live_panel and mine and name in ("TextModel", "TextareaModel") and "input" in self.live[self.live_panel]:
             # free text needs a kernel: the box says so where it is, and a menu of the prepared
             # inputs (the table's "input" control, filled by the panel's script) stands beside it
             why = f"site-why-{_esc(self.live_panel)}"
