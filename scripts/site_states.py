@@ -10,15 +10,19 @@ The files, under ``assets/states/<panel>/`` of the site:
 
     index.json     the controls (name, values in the panel's order, labels) and the states:
                    [[value of each control, ...], "file stem"], one entry per state
-    <stem>.json    a state's small things: "html" {a widget's CSS class: its new HTML} (captions,
+    <stem>.json.gz a state's small things: "html" {a widget's CSS class: its new HTML} (captions,
                    numbers), "texts" {control: its new text}, and for a heatmap its labels,
                    title, alt text and shape, for a picture its alt text
-    <stem>.u8      a heatmap's weights, shape (h, N, N), one byte each: weight = byte / 255
+    <stem>.u8.gz   a heatmap's weights, shape (h, N, N), one byte each: weight = byte / 255
                    (QUANT_STEP = 1/255; the tip shows 2 decimals, which the bytes hold exactly
                    enough: the error is at most half a step, 0.002)
     <stem>.png     a picture (the KV panel's bar chart), as the panel drew it, in fewer colours;
                    a picture that many states share (the cost chart: the same for every h) is
                    stored once, as <its content's hash>.png, which the state's JSON names
+
+A state's JSON and weights are gzipped (``PACKED``: HTML and random-looking bytes shrink 2 to 6
+times; a PNG is compressed already), and the page inflates them (``DecompressionStream``).
+``read_state`` reads one back as the page sees it.
 
 The page loads ``index.json`` when the panel scrolls into view, and one state's two files when
 the controls pick it.
@@ -27,6 +31,7 @@ the controls pick it.
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import io
 import json
@@ -51,6 +56,7 @@ from mha_core.ui.real_heads_panel import EXAMPLE, MODELS, RealHeadsPanel
 QUANT_LEVELS = 255
 QUANT_STEP = 1 / QUANT_LEVELS
 TIP_DIGITS = 2  # decimals the hover tip shows for a stored weight (half a step is 0.002)
+PACKED = ("json", "u8")  # the state files stored gzipped, as <stem>.<suffix>.gz
 
 
 @dataclass(frozen=True)
@@ -66,8 +72,8 @@ class StateTable:
         values run without a gap.
     states : () -> iterator of (values, meta, files): ``values`` one per control, ``meta`` a
         JSON-able dict, ``files`` {suffix: bytes} ("u8": ``quantise(weights)``, "png")
-    view : controls that change only the drawing, not the state (the outlined query row: the
-        widget's own script draws it); the page moves them too
+    view : controls that act on the drawing, not the state (the outlined query row, the maps as
+        files: the widget's own script draws them); the page moves them too
     """
 
     panel: str
@@ -100,6 +106,19 @@ def stem(values: tuple) -> str:
     return "-".join(re.sub(r"[^A-Za-z0-9.]+", "_", json.dumps(v).strip('"')) for v in values)
 
 
+def packed(data: bytes) -> bytes:
+    """``data`` gzipped, with no time stamp: the same state makes the same file."""
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def read_state(folder: Path, stem: str, suffix: str) -> bytes:
+    """A state's file ``<stem>.<suffix>`` in a panel's ``folder`` as the page reads it (inflated
+    when it is one of ``PACKED``)."""
+    if suffix in PACKED:
+        return gzip.decompress((folder / f"{stem}.{suffix}.gz").read_bytes())
+    return (folder / f"{stem}.{suffix}").read_bytes()
+
+
 def write_table(table: StateTable, out: Path) -> dict:
     """Write ``table`` into ``out/<panel>/`` (see the module docstring). Returns {states, bytes}."""
     folder = out / table.panel
@@ -121,6 +140,8 @@ def write_table(table: StateTable, out: Path) -> dict:
         meta = {**meta, "files": named} if named else meta
         files = {"json": json.dumps(meta, separators=(",", ":")).encode(), **files}
         for suffix, data in files.items():
+            if suffix in PACKED:
+                data, suffix = packed(data), f"{suffix}.gz"
             (folder / f"{name}.{suffix}").write_bytes(data)
             size += len(data)
         entries.append([list(values), name])
@@ -182,7 +203,7 @@ def heads_table() -> StateTable:
         "h": (list(HEAD_CHOICES), [str(h) for h in HEAD_CHOICES]),
         "N": (list(range(2, DEMO_MAX_TOKENS + 1)), [str(n) for n in range(2, DEMO_MAX_TOKENS + 1)]),
         "causal": ([False, True], ["off", "on"]),
-    }, states, view=("query",), files=("u8",))
+    }, states, view=("query", "download"), files=("u8",))
 
 
 # -- the KV-cache panel (dashboard section 5, lesson 06) ----------------------------------------------
@@ -341,11 +362,11 @@ def _importable(folder: str) -> None:
 # the overview is coloured by (a find button sets it). Each is read back from the panel's widgets
 # (``real_view``), then stored once at the level where it stops changing (``real_split``):
 #
-#     <model>-<input>-<layer>.json   "layer": what the layer's heads share (the thumbnails' title);
+#     <model>-<input>-<layer>.json.gz  "layer": what the layer's heads share (the thumbnails' title);
 #                                    "heads": per head, "head" (its label, its map's title, alt text,
 #                                    captions) and "pattern" {pattern: what also depends on it (the
 #                                    sentence under the map, the lit button)}
-#     <model>-<input>-<layer>.u8     the layer's weights (h, N, N), one byte each (the big map is
+#     <model>-<input>-<layer>.u8.gz    the layer's weights (h, N, N), one byte each (the big map is
 #                                    one of them)
 #     <hash>.in.json                 what the input's states share, named by every layer's JSON
 #                                    ("files"): "shared" (tokens, reading line, buttons off and

@@ -3,7 +3,8 @@
 // scripts/site_states.py (real_table) ran the panel itself on each shipped model and each
 // prepared sentence, and on the induction demo's input, for every pattern the overview can show,
 // every layer and every head, and stored what its widgets showed: per (model, input, layer) a JSON
-// and the layer's weights (h, N, N) as bytes, and per input one shared JSON (<hash>.in.json). This
+// and the layer's weights (h, N, N) as bytes (both gzipped), and per input one shared JSON
+// (<hash>.in.json). This
 // file does no maths. It keeps what the panel keeps (model, input, layer, head, the pattern the
 // overview is coloured by, and where the induction demo was entered from), loads the one layer it
 // needs, merges the stored parts into the view, and hands the maps to heatmap.js and the overview
@@ -21,7 +22,7 @@ function dataView(b64) {  // a stored float32 array (the overview's scores), as 
   return new DataView(u.buffer);
 }
 
-export async function goLive(box, { fetchOk, modelOf, afterUpdate }) {
+export async function goLive(box, { fetchOk, fetchPacked, modelOf, afterUpdate }) {
   const index = await fetchOk(BASE + "index.json", "json");
   const stems = new Map(index.states.map(([v, stem]) => [v.join("|"), stem]));  // "model|input|layer"
   const [models, inputs] = index.controls;
@@ -37,10 +38,12 @@ export async function goLive(box, { fetchOk, modelOf, afterUpdate }) {
   const layersOf = (model, input) => index.states.filter(([v]) => v[0] === model && v[1] === input).length;
   const loaded = new Map();  // file -> Promise
 
+  // a file, once: "json" parsed, else its bytes; a .gz one inflated (site_states.PACKED)
   function load(file, as) {
     if (!loaded.has(file)) {
       if (loaded.size >= KEPT) { loaded.delete(loaded.keys().next().value); }
-      loaded.set(file, fetchOk(BASE + file, as));
+      const bytes = file.endsWith(".gz") ? fetchPacked(BASE + file) : fetchOk(BASE + file);
+      loaded.set(file, as === "json" ? bytes.then((b) => JSON.parse(new TextDecoder().decode(b))) : bytes);
     }
     return loaded.get(file);
   }
@@ -65,7 +68,7 @@ export async function goLive(box, { fetchOk, modelOf, afterUpdate }) {
     const mine = ++latest;
     next.layer = Math.min(next.layer, layersOf(next.model, next.input) - 1);  // as the panel clamps to the model
     const stem = stems.get([next.model, next.input, next.layer].join("|"));
-    const [meta, bytes] = await Promise.all([load(stem + ".json", "json"), load(stem + ".u8")]);
+    const [meta, bytes] = await Promise.all([load(stem + ".json.gz", "json"), load(stem + ".u8.gz")]);
     const shared = await load(meta.files["in.json"], "json");
     if (mine !== latest) { return; }  // a later move won
     const [, H] = shared.shared["overview.shape"];
