@@ -409,6 +409,8 @@ def _b64(data: bytes) -> str:
 def real_view(panel: RealHeadsPanel) -> tuple[dict, np.ndarray]:
     """What the real-heads panel shows now, read back from its widgets: (a flat dict of every part,
     the thumbnails' weights (h, N, N), the big map being one of them)."""
+    if not isinstance(panel, RealHeadsPanel):
+        raise TypeError(f"panel must be a RealHeadsPanel, got {type(panel).__name__}")
     big, thumbs, grid = panel.big_map, panel.thumbs, panel.overview
     layer_w = np.frombuffer(thumbs.weights, dtype=np.float32).reshape(thumbs.h, thumbs.n, thumbs.n)  # (h, N, N)
     big_w = np.frombuffer(big.weights, dtype=np.float32).reshape(big.h, big.n, big.n)  # (1, N, N)
@@ -436,6 +438,8 @@ def real_split(views: dict[tuple[str, int, int], dict]) -> tuple[dict, dict, dic
     """One input's views {(pattern, layer, head): view} -> each part stored once, at the level
     where it stops changing: (shared, {pattern: part}, {layer: part}, {(layer, head): part},
     {(pattern, layer, head): part}). Checked: merging the five gives back every view exactly."""
+    if not isinstance(views, dict) or not views:
+        raise ValueError(f"views must be a non-empty dict {{(pattern, layer, head): view}}, got {views!r}")
     keys = next(iter(views.values())).keys()
     text = {at: {k: json.dumps(view[k]) for k in keys} for at, view in views.items()}
 
@@ -500,6 +504,10 @@ def real_table(load: Callable | None = None) -> StateTable:
     every pattern, layer and head, one state per (model, input, layer). ``load``: the models'
     loader (the tests pass a fake one)."""
     inputs = [*REAL_SENTENCES, REAL_DEMO]
+    # the layer control's values: 0 .. the deepest model's last layer, known once the models are
+    # loaded (by states(), before write_table writes the index)
+    layers: list[int] = []
+    layer_labels: list[str] = []
 
     def states():
         panel = RealHeadsPanel(load=load, start=None)
@@ -509,6 +517,9 @@ def real_table(load: Callable | None = None) -> StateTable:
                 panel.sentence.value = sentence
                 if panel.mode != "sentence" or not panel.refresh():
                     raise ValueError(f"the real panel could not show {model} on {sentence!r}: {panel.status.value}")
+                if panel.layer.max >= len(layers):
+                    layers[:] = range(panel.layer.max + 1)
+                    layer_labels[:] = [str(i) for i in layers]
                 yield from _real_input(panel, model, name, {"found": real_found(panel),
                                                             "demo": _real_demo(panel, model)})
         demo_notes = {}
@@ -526,12 +537,9 @@ def real_table(load: Callable | None = None) -> StateTable:
     return StateTable("real", {
         "model": (list(REAL_MODELS), [MODELS[m] for m in REAL_MODELS]),
         "input": (inputs, [*REAL_SENTENCES.values(), "the induction demo's input"]),
-        "layer": (list(range(REAL_MAX_LAYERS)), [str(i) for i in range(REAL_MAX_LAYERS)]),
+        "layer": (layers, layer_labels),
     }, states, view=("head", "run", "example", "induction", "back", "preset"), files=("u8", "in.json"),
         shared=("in.json",))
-
-
-REAL_MAX_LAYERS = 30  # SmolLM2's layers (MiniLM has 6): the layer control's values
 
 
 def _real_demo(panel: RealHeadsPanel, model: str) -> list:

@@ -910,6 +910,22 @@ def _real_stored(out: Path, shown: str) -> tuple[dict, np.ndarray]:
     return view, w[int(head)]
 
 
+def test_the_real_panel_views_are_stored_once_each_part():
+    """``real_split`` stores each part of a view at the level where it stops changing (input,
+    pattern, layer, head, head and pattern), and refuses what it cannot split."""
+    states = build_site._site_states()
+    views = {(p, layer, head): {"model": "m", "overview": p, "thumbs": layer, "label": (layer, head),
+                                "about": (p, layer, head)}
+             for p in ("a", "b") for layer in range(3) for head in range(2)}
+    shared, by_pattern, by_layer, by_head, rest = states.real_split(views)
+    assert shared == {"model": "m"} and by_pattern["b"] == {"overview": "b"} and by_layer[2] == {"thumbs": 2}
+    assert by_head[(1, 0)] == {"label": (1, 0)} and rest[("a", 2, 1)] == {"about": ("a", 2, 1)}
+    with pytest.raises(ValueError, match="views must be a non-empty dict"):
+        states.real_split({})
+    with pytest.raises(TypeError, match="panel must be a RealHeadsPanel"):
+        states.real_view(object())
+
+
 def test_the_real_panel_is_live_with_its_free_text_box_off(site):
     """The dashboard's real-model panel is live: model, prepared sentence, layer, head and its
     buttons carry data-control; the free-text box is disabled, and beside it the page says why
