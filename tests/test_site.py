@@ -1068,7 +1068,10 @@ REAL_MOVES = [("layer:end", "minilm-example-5-"), ("head:start", "minilm-example
               ("button:itself", "smollm2-counting-"), ("layer:end", "smollm2-counting-29-"),
               ("button:induction demo", "smollm2-induction-"), ("square:down", "smollm2-induction-"),
               ("thumb:key:1", "smollm2-induction-"), ("button:back to your sentence", None),
-              ("button:example sentence", "smollm2-example-")]
+              ("button:example sentence", "smollm2-example-"), ("button:induction demo", "smollm2-induction-"),
+              # MiniLM does not write text: the demo ends, its layer and head cut to MiniLM's size,
+              # the overview back on "previous token" (as RealHeadsPanel._changed and _render do)
+              ("model:all-MiniLM-L6-v2 (reads a whole sentence)", "minilm-example-")]
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -1113,6 +1116,8 @@ def test_every_control_of_the_live_real_panel_moves_its_figure(site, server, bro
         _real_check(out, box, after)
         if how.startswith("button:") and how[7:] in ("previous token", "first token", "itself", "'it' → animal"):
             assert after["shown"].endswith(how[7:]), (how, after)  # the overview now shows that pattern
+        if before["shown"].startswith("smollm2-induction-") and how.startswith("model:"):
+            assert after["shown"].endswith("-previous token"), after
     assert box.locator(".mha-real-sentence input").is_disabled()
     page.add_script_tag(path=str(AXE))
     serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", "axe.run('.site-live[data-live=real] .mha-real-heads'"))
