@@ -10,6 +10,7 @@
 
 const STATES = "assets/states/";
 const KEPT_STATES = 32;  // states kept in memory per panel (a phone need not hold all 674 heatmaps)
+const OWN_SCRIPTS = { write: "./write.js" };  // panels that draw their states themselves, loaded with them
 
 const key = (values) => JSON.stringify(values);
 
@@ -128,6 +129,7 @@ async function goLive(box, modelOf, afterUpdate) {
   let values = [];
   controls.forEach((c, i) => values.push(valueOf(i, c.label(), values)));  // in order: labels may need the first
   let latest = 0;
+  let drawOwn = null;  // the panel's own drawing (OWN_SCRIPTS), given each state loaded
   // the last values under each value of the first control (the weights' kind): going back to
   // one brings its settings back, as the notebook's panel does
   const before = new Map();
@@ -180,6 +182,7 @@ async function goLive(box, modelOf, afterUpdate) {
     const [meta, bytes] = await load(stem);
     if (meta.image) { await drawImage({ ...meta.image, file: meta.files?.png }, stem); }
     if (mine !== latest) { return; }  // a later move won
+    if (drawOwn) { drawOwn(meta, bytes); }
     const q = meta.heatmap ? drawHeatmap(meta.heatmap, bytes) : -1;
     for (const [cls, markup] of Object.entries(meta.html || {})) {
       box.querySelector("." + cls).innerHTML = markup;
@@ -211,6 +214,9 @@ async function goLive(box, modelOf, afterUpdate) {
     query.disabled = false;
   }
   if (!states.has(key(values))) { throw new Error(`the saved settings ${key(values)} are not among the states`); }
+  if (OWN_SCRIPTS[box.dataset.live]) {
+    drawOwn = (await import(OWN_SCRIPTS[box.dataset.live])).start(box, index, () => load(states.get(key(values)).stem));
+  }
   before.set(values[0], values);
   controls.forEach((c, i) => c.show(labelOf(i, values[i], values), offered(index, values, i, states)));
   box.dataset.shown = states.get(key(values)).stem;
