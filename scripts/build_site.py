@@ -177,6 +177,7 @@ class StaticWidgets:
         self.live_controls: list[str] = []  # the labels of the controls the page moves, met by render()
         self.buttons: list[str] = []  # the buttons met by render() (each needs a kernel)
         self.heatmaps = 0
+        self.live_heatmaps = 0  # of those, the ones in a live panel (their weights are stored as bytes)
 
     def _model(self, ref: str) -> dict:
         model_id = ref.removeprefix("IPY_MODEL_")
@@ -266,6 +267,7 @@ class StaticWidgets:
         traits["weights"] = self._buffer(model, "weights")  # float32 (h, N, N), base64
         traits["lut"] = self._buffer(model, "lut")  # 256 RGB bytes, base64
         self.heatmaps += 1
+        self.live_heatmaps += bool(self.live_panel)
         return (f'<div class="{_esc(classes)} site-heatmap" data-esm="{_esc(asset)}" '
                 f'data-state="{_esc(json.dumps(traits))}"><p class="site-noscript">{_esc(s["alt"])}</p></div>')
 
@@ -275,7 +277,8 @@ class StaticWidgets:
         if live and name in ("TextModel", "TextareaModel"):
             return self._free_text(s, classes, label, live)
         if live:  # drawn disabled as saved; assets/live.js enables it once its states are loaded
-            self.live_controls.append(re.sub(r": (on|off)$", "", label))  # "causal mask", not "causal mask: off"
+            self.live_controls.append(f"the “{label}” button" if name == "ButtonModel"
+                                      else re.sub(r": (on|off)$", "", label))  # "causal mask", not "causal mask: off"
             kind = {"SelectionSliderModel": "selection", "IntSliderModel": "int", "ToggleButtonModel": "toggle",
                     "ToggleButtonsModel": "buttons", "DropdownModel": "select", "ButtonModel": "button"}.get(name)
             if kind is None:
@@ -426,7 +429,7 @@ def static_widgets(nb, nb_path: Path, executed, heatmap_esm: dict[str, str], whe
             body = renderer.render(views.pop(0)["data"][WIDGET_VIEW]["model_id"])
             if renderer.live_controls:
                 note = _live_note(renderer.live_controls, renderer.controls, renderer.buttons,
-                                  renderer.heatmaps, where, first=live_panels == 0)
+                                  renderer.live_heatmaps, where, first=live_panels == 0)
                 live_panels += 1
             else:
                 note = _kernel_note(renderer.controls, renderer.heatmaps, where) if renderer.has_controls else ""

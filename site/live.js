@@ -182,7 +182,6 @@ async function goLive(box, modelOf, afterUpdate) {
     const [meta, bytes] = await load(stem);
     if (meta.image) { await drawImage({ ...meta.image, file: meta.files?.png }, stem); }
     if (mine !== latest) { return; }  // a later move won
-    if (drawOwn) { drawOwn(meta, bytes); }
     const q = meta.heatmap ? drawHeatmap(meta.heatmap, bytes) : -1;
     for (const [cls, markup] of Object.entries(meta.html || {})) {
       box.querySelector("." + cls).innerHTML = markup;
@@ -197,6 +196,7 @@ async function goLive(box, modelOf, afterUpdate) {
       query.selectedIndex = q + 1;
     }
     box.dataset.shown = stem;
+    if (drawOwn) { drawOwn(meta, bytes); }
   }
 
   controls.forEach((c, i) => c.listen((label) => {
