@@ -22,6 +22,11 @@ The files, under ``assets/states/<panel>/`` of the site:
 
 The page loads ``index.json`` when the panel scrolls into view, and one state's two files when
 the controls pick it.
+
+The write panel (``write_panel_table``) has one state per prepared prompt (``WRITE_PROMPTS``):
+its JSON's "write" holds the tokens SmolLM2 wrote, the panel's HTML of the text after each new
+token and its caption; its .u8 every new token's attention row in every layer and head, shape
+(layers, h, R). Its length, layer and head only pick from them: ``site/write.js`` draws the rows.
 """
 
 from __future__ import annotations
