@@ -908,8 +908,9 @@ WRITE_FACTS = """(box) => ({
 # counts the rows each time the rows are redrawn (a replay shows 1, 2, ... rows)
 WRITE_COUNTS = """(box) => {
   window.writeCounts = [];
-  new MutationObserver(() => window.writeCounts.push(box.querySelectorAll('.mha-write-row').length))
-    .observe(box.querySelector('.mha-write-rows'), {childList: true});
+  window.writeWatch?.disconnect();
+  window.writeWatch = new MutationObserver(() => window.writeCounts.push(box.querySelectorAll('.mha-write-row').length));
+  window.writeWatch.observe(box.querySelector('.mha-write-rows'), {childList: true});
 }"""
 
 
