@@ -70,6 +70,9 @@ KERNEL_NOTE = "run this notebook to move it"
 # said once a page, over its first live panel; the next ones say only how their settings load
 COMPUTED_NOTE = ("Every setting it offers was computed by <code>mha_core</code> when this site was built, "
                  "and is loaded when the panel scrolls into view.")
+# what a live panel's button does on the site, by its text (the note over the panel says it)
+WORKING_BUTTONS = {"PNG + SVG": "saves the maps as drawn here, as a PNG and an SVG file",
+                   "write": "replays the writing, one token at a time"}
 # beside a live panel's free-text box (the write panel's prompt), which stays frozen
 FREE_TEXT_NOTE = ("Typing your own {what} needs Python running behind the page: use the live dashboard ({where}). "
                   "Here, pick a {what} from the menu: each was computed when this site was built.")
@@ -175,6 +178,7 @@ class StaticWidgets:
         self.has_controls = False  # a control (a button too) that needs a kernel: the panel needs the kernel note
         self.live_panel = ""  # the live panel being rendered, if any
         self.live_controls: list[str] = []  # the labels of the controls the page moves, met by render()
+        self.live_buttons: list[str] = []  # the buttons of a live panel that work on the page, met by render()
         self.buttons: list[str] = []  # the buttons met by render() (each needs a kernel)
         self.heatmaps = 0
         self.live_heatmaps = 0  # of those, the ones in a live panel (their weights are stored as bytes)
@@ -277,8 +281,10 @@ class StaticWidgets:
         if live and name in ("TextModel", "TextareaModel"):
             return self._free_text(s, classes, label, live)
         if live:  # drawn disabled as saved; assets/live.js enables it once its states are loaded
-            self.live_controls.append(f"the “{label}” button" if name == "ButtonModel"
-                                      else re.sub(r": (on|off)$", "", label))  # "causal mask", not "causal mask: off"
+            if name == "ButtonModel":  # a button acts on the figure (the maps as files): the note names it apart
+                self.live_buttons.append(s["description"])
+            else:
+                self.live_controls.append(re.sub(r": (on|off)$", "", label))  # "causal mask", not "causal mask: off"
             kind = {"SelectionSliderModel": "selection", "IntSliderModel": "int", "ToggleButtonModel": "toggle",
                     "ToggleButtonsModel": "buttons", "DropdownModel": "select", "ButtonModel": "button"}.get(name)
             if kind is None:
@@ -371,15 +377,17 @@ def _kernel_note(controls: list[str], heatmaps: int, where: str) -> str:
 
 
 def _live_note(moved: list[str], frozen: list[str], buttons: list[str], heatmaps: int, where: str,
-               first: bool = True) -> str:
+               first: bool = True, working: tuple[str, ...] = ()) -> str:
     """The note over a live panel: its controls work here, from states computed at build time
     (said in full over the page's ``first`` live panel only); ``frozen`` (settings) and
-    ``buttons`` (their names) need a kernel, and the note says so."""
+    ``buttons`` (their names) need a kernel, and the note says so; ``working``: its buttons that
+    work on the page (the heads panel's "PNG + SVG")."""
     still = [*dict.fromkeys(frozen), *(f"the “{b}” button" for b in dict.fromkeys(buttons))]
     rest = (f" Still frozen here, as they need Python running behind them ({_esc('; '.join(still))}): "
             f"run this notebook to use them ({where})." if still else
             f" To change its code or try values it does not offer, run the notebook itself ({where}).")
     hover = f" {LIVE_HEATMAP_NOTE}" if heatmaps else ""
+    hover += "".join(f" “{_esc(b)}” {WORKING_BUTTONS.get(b, 'works here too')}." for b in working)
     return (f'<p class="site-kernel-note site-live-note" role="note"><strong>A live panel</strong>: move '
             f"{_esc(', '.join(dict.fromkeys(moved)))} and the figure follows. "
             f"{COMPUTED_NOTE if first else LOADED_NOTE}{hover}{rest}</p>")
@@ -429,7 +437,8 @@ def static_widgets(nb, nb_path: Path, executed, heatmap_esm: dict[str, str], whe
             body = renderer.render(views.pop(0)["data"][WIDGET_VIEW]["model_id"])
             if renderer.live_controls:
                 note = _live_note(renderer.live_controls, renderer.controls, renderer.buttons,
-                                  renderer.live_heatmaps, where, first=live_panels == 0)
+                                  renderer.live_heatmaps, where, first=live_panels == 0,
+                                  working=tuple(renderer.live_buttons))
                 live_panels += 1
             else:
                 note = _kernel_note(renderer.controls, renderer.heatmaps, where) if renderer.has_controls else ""

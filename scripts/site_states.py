@@ -10,15 +10,22 @@ The files, under ``assets/states/<panel>/`` of the site:
 
     index.json     the controls (name, values in the panel's order, labels) and the states:
                    [[value of each control, ...], "file stem"], one entry per state
-    <stem>.json    a state's small things: "html" {a widget's CSS class: its new HTML} (captions,
+    <stem>.json.gz a state's small things: "html" {a widget's CSS class: its new HTML} (captions,
                    numbers), "texts" {control: its new text}, and for a heatmap its labels,
                    title, alt text and shape, for a picture its alt text
-    <stem>.u8      a heatmap's weights, shape (h, N, N), one byte each: weight = byte / 255
+    <stem>.u8.gz   a heatmap's weights, shape (h, N, N), one byte each: weight = byte / 255
                    (QUANT_STEP = 1/255; the tip shows 2 decimals, which the bytes hold exactly
                    enough: the error is at most half a step, 0.002)
     <stem>.png     a picture (the KV panel's bar chart), as the panel drew it, in fewer colours;
                    a picture that many states share (the cost chart: the same for every h) is
                    stored once, as <its content's hash>.png, which the state's JSON names
+    <stem>.phone.png  the same chart as the panel draws it for a phone (``PHONE_WIDTH``: larger
+                   text for its width), which the page shows in a panel narrower than
+                   ``chart_size.PHONE_PX`` (index.json's "phone_below")
+
+A state's JSON and weights are gzipped (``PACKED``: HTML and random-looking bytes shrink 2 to 6
+times; a PNG is compressed already), and the page inflates them (``DecompressionStream``).
+``read_state`` reads one back as the page sees it.
 
 The page loads ``index.json`` when the panel scrolls into view, and one state's two files when
 the controls pick it.
@@ -31,6 +38,7 @@ token and its caption; its .u8 every new token's attention row in every layer an
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import json
@@ -47,6 +55,7 @@ from bs4 import BeautifulSoup
 
 from mha_core.models.store import is_cached
 from mha_core.teaching.demo import DEMO_MAX_TOKENS
+from mha_core.ui.chart_size import PHONE_PX
 from mha_core.ui.controls import MAX_HEADS, divisors
 from mha_core.ui.cost_panel import COST_D_MODELS, COST_NS, CostPanel
 from mha_core.ui.heads_panel import HEAD_CHOICES, HeadExplorer, toy_task, trained_available
@@ -57,6 +66,7 @@ from mha_core.ui.write_panel import MODEL as WRITE_MODEL
 QUANT_LEVELS = 255
 QUANT_STEP = 1 / QUANT_LEVELS
 TIP_DIGITS = 2  # decimals the hover tip shows for a stored weight (half a step is 0.002)
+PACKED = ("json", "u8")  # the state files stored gzipped, as <stem>.<suffix>.gz
 
 
 @dataclass(frozen=True)
@@ -72,8 +82,8 @@ class StateTable:
         values run without a gap.
     states : () -> iterator of (values, meta, files): ``values`` one per control, ``meta`` a
         JSON-able dict, ``files`` {suffix: bytes} ("u8": ``quantise(weights)``, "png")
-    view : controls that change only the drawing, not the state (the outlined query row: the
-        widget's own script draws it); the page moves them too
+    view : controls that act on the drawing, not the state (the outlined query row, the maps as
+        files: the widget's own script draws them); the page moves them too
     """
 
     panel: str
@@ -106,6 +116,19 @@ def stem(values: tuple) -> str:
     return "-".join(re.sub(r"[^A-Za-z0-9.]+", "_", json.dumps(v).strip('"')) for v in values)
 
 
+def packed(data: bytes) -> bytes:
+    """``data`` gzipped, with no time stamp: the same state makes the same file."""
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def read_state(folder: Path, stem: str, suffix: str) -> bytes:
+    """A state's file ``<stem>.<suffix>`` in a panel's ``folder`` as the page reads it (inflated
+    when it is one of ``PACKED``)."""
+    if suffix in PACKED:
+        return gzip.decompress((folder / f"{stem}.{suffix}.gz").read_bytes())
+    return (folder / f"{stem}.{suffix}").read_bytes()
+
+
 def write_table(table: StateTable, out: Path) -> dict:
     """Write ``table`` into ``out/<panel>/`` (see the module docstring). Returns {states, bytes}."""
     folder = out / table.panel
@@ -127,10 +150,13 @@ def write_table(table: StateTable, out: Path) -> dict:
         meta = {**meta, "files": named} if named else meta
         files = {"json": json.dumps(meta, separators=(",", ":")).encode(), **files}
         for suffix, data in files.items():
+            if suffix in PACKED:
+                data, suffix = packed(data), f"{suffix}.gz"
             (folder / f"{name}.{suffix}").write_bytes(data)
             size += len(data)
         entries.append([list(values), name])
     index = {"panel": table.panel, "files": list(table.files), "scale": QUANT_LEVELS, "digits": TIP_DIGITS,
+             "phone_below": PHONE_PX,
              "controls": [{"name": k, "values": v, "labels": labels} for k, (v, labels) in table.controls.items()],
              "states": entries}
     (folder / "index.json").write_text(json.dumps(index, separators=(",", ":")), encoding="utf-8")
@@ -188,12 +214,28 @@ def heads_table() -> StateTable:
         "h": (list(HEAD_CHOICES), [str(h) for h in HEAD_CHOICES]),
         "N": (list(range(2, DEMO_MAX_TOKENS + 1)), [str(n) for n in range(2, DEMO_MAX_TOKENS + 1)]),
         "causal": ([False, True], ["off", "on"]),
-    }, states, view=("query",), files=("u8",))
+    }, states, view=("query", "download"), files=("u8",))
 
 
 # -- the KV-cache panel (dashboard section 5, lesson 06) ----------------------------------------------
 
 PNG_COLOURS = 64  # a bar chart needs no more: the PNG shrinks about 3 times
+# The width (CSS px) of a chart panel on the site on a 390 px phone: its charts are drawn for it
+# too, as the dashboard draws them for the width the page reports (chart_size).
+PHONE_WIDTH = 348
+
+
+def phone_panel(make: Callable):
+    """A chart panel (``make()``) that draws its charts for a phone, as told by the page's width."""
+    panel = make()
+    panel.screen.width = PHONE_WIDTH
+    return panel
+
+
+def _same_words(a: dict, b: dict) -> None:
+    """The laptop's and the phone's views of one state say the same (only the picture differs)."""
+    if a != b:
+        raise ValueError(f"the phone's chart changed what the panel says: {a} != {b}")
 
 
 def fewer_colours(png: bytes) -> bytes:
@@ -223,20 +265,23 @@ def kv_table() -> StateTable:
         labels[model] = [named.get(k) for k in n_kvs]
 
     def states():
-        panel = KVCachePanel()
+        panel, phone = KVCachePanel(), phone_panel(KVCachePanel)
         for model, (_, h, _) in KV_MODELS.items():
             for n_tokens in KV_CONTEXTS:
                 for dtype in KV_DTYPES:
                     for n_kv in divisors(h):  # innermost: the panel redraws only the highlighted bar
                         meta, png = kv_view(panel, model, n_kv, n_tokens, dtype)
-                        yield (model, n_kv, n_tokens, dtype), meta, {"png": fewer_colours(png)}
+                        small, phone_png = kv_view(phone, model, n_kv, n_tokens, dtype)
+                        _same_words(meta, small)
+                        yield (model, n_kv, n_tokens, dtype), meta, \
+                            {"png": fewer_colours(png), "phone.png": fewer_colours(phone_png)}
 
     return StateTable("kv", {
         "model": (list(KV_MODELS), list(KV_MODELS)),
         "n_kv": (n_kvs, labels),
         "context": (list(KV_CONTEXTS), [str(n) for n in KV_CONTEXTS]),
         "dtype": (list(KV_DTYPES), list(KV_DTYPES)),
-    }, states, files=("png",))
+    }, states, files=("png", "phone.png"))
 
 
 # -- the cost panel (dashboard section 3) ----------------------------------------------------------------
@@ -256,22 +301,26 @@ def cost_table() -> StateTable:
     hs = sorted({h for d in COST_D_MODELS for h in divisors(d, MAX_HEADS)})
 
     def states():
-        panel = CostPanel()
+        panel, phone = CostPanel(), phone_panel(CostPanel)
         charts: dict[bytes, bytes] = {}  # the panel's PNG's hash -> the PNG in fewer colours, made once
         for d_model in COST_D_MODELS:
             for n in COST_NS:
                 for h in divisors(d_model, MAX_HEADS):
                     meta, png = cost_view(panel, d_model, h, n)
-                    seen = hashlib.sha1(png).digest()
-                    if seen not in charts:
-                        charts[seen] = fewer_colours(png)
-                    yield (d_model, h, n), meta, {"png": charts[seen]}
+                    small, phone_png = cost_view(phone, d_model, h, n)
+                    _same_words(meta, small)
+                    for one in (png, phone_png):
+                        seen = hashlib.sha1(one).digest()
+                        if seen not in charts:
+                            charts[seen] = fewer_colours(one)
+                    yield (d_model, h, n), meta, {"png": charts[hashlib.sha1(png).digest()],
+                                                  "phone.png": charts[hashlib.sha1(phone_png).digest()]}
 
     return StateTable("cost", {
         "d_model": (list(COST_D_MODELS), [str(d) for d in COST_D_MODELS]),
         "h": (hs, [str(h) for h in hs]),
         "N": (list(COST_NS), [str(n) for n in COST_NS]),
-    }, states, files=("png",), shared=("png",))
+    }, states, files=("png", "phone.png"), shared=("png", "phone.png"))
 
 
 # -- the write panel (dashboard section 1, under the real heads): SmolLM2 writes after a prompt ----------

@@ -1,7 +1,8 @@
 // Live panels on the static site: their controls move the figure with no kernel.
 //
 // scripts/site_states.py computed every state of the panel with mha_core when the site was built
-// (assets/states/<panel>/: index.json, and for each state <stem>.json with <stem>.u8 or .png).
+// (assets/states/<panel>/: index.json, and for each state <stem>.json.gz with <stem>.u8.gz or .png;
+// the .gz files are gzipped, and inflated here).
 // This file does no maths: it reads the controls, looks the state up, loads its files and hands
 // a heatmap's to the widget's own heatmap.js through the page's stand-in model (site.js), or shows its
 // picture (a PNG the panel drew) and puts its HTML (numbers, captions) in place. The panel's
@@ -18,6 +19,15 @@ async function fetchOk(url, as) {
   const r = await fetch(url);
   if (!r.ok) { throw new Error(`${url}: HTTP ${r.status}`); }
   return as === "json" ? r.json() : r.arrayBuffer();
+}
+
+// A state file written gzipped (site_states.PACKED), inflated. A host that sends .gz files with
+// "Content-Encoding: gzip" has had the browser inflate it already: then it lacks gzip's first bytes.
+async function fetchPacked(url) {
+  const bytes = await fetchOk(url);
+  const head = new Uint8Array(bytes, 0, 2);
+  if (head[0] !== 0x1f || head[1] !== 0x8b) { return bytes; }
+  return new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).arrayBuffer();
 }
 
 // One control as drawn by build_site.py: read its label, show a value among `labels`, lock it.
@@ -138,8 +148,9 @@ async function goLive(box, modelOf, afterUpdate) {
   function load(stem) {
     if (!loaded.has(stem)) {
       if (loaded.size >= KEPT_STATES) { loaded.delete(loaded.keys().next().value); }  // the oldest
-      const weights = index.files.includes("u8") ? fetchOk(base + stem + ".u8") : null;
-      loaded.set(stem, Promise.all([fetchOk(base + stem + ".json", "json"), weights]));
+      const weights = index.files.includes("u8") ? fetchPacked(base + stem + ".u8.gz") : null;
+      const meta = fetchPacked(base + stem + ".json.gz").then((b) => JSON.parse(new TextDecoder().decode(b)));
+      loaded.set(stem, Promise.all([meta, weights]));
     }
     return loaded.get(stem);
   }
@@ -159,14 +170,18 @@ async function goLive(box, modelOf, afterUpdate) {
   }
 
   // the panel's picture: the state's PNG (or the shared one its JSON names), once decoded (so
-  // that it never flashes half-loaded)
-  async function drawImage(image, stem) {
-    const img = box.querySelector("img." + image.class);
+  // that it never flashes half-loaded); in a panel as narrow as a phone's, the chart the panel
+  // drew for a phone (its text larger for its width), when the states have one
+  const chartFor = () => (index.files.includes("phone.png") && box.clientWidth < index.phone_below ? "phone.png" : "png");
+  async function drawImage(meta, stem) {
+    const img = box.querySelector("img." + meta.image.class);
+    const suffix = chartFor();
     const next = new Image();
-    next.src = base + (image.file || stem + ".png");
+    next.src = base + (meta.files?.[suffix] || `${stem}.${suffix}`);
     await next.decode();
     img.src = next.src;
-    img.alt = image.alt;
+    img.alt = meta.image.alt;
+    img.dataset.chart = suffix;
   }
 
   async function show(next, moved, why) {
@@ -180,7 +195,7 @@ async function goLive(box, modelOf, afterUpdate) {
     const stem = states.get(key(values)).stem;
     const mine = ++latest;
     const [meta, bytes] = await load(stem);
-    if (meta.image) { await drawImage({ ...meta.image, file: meta.files?.png }, stem); }
+    if (meta.image) { await drawImage(meta, stem); }
     if (mine !== latest) { return; }  // a later move won
     const q = meta.heatmap ? drawHeatmap(meta.heatmap, bytes) : -1;
     for (const [cls, markup] of Object.entries(meta.html || {})) {
@@ -213,6 +228,11 @@ async function goLive(box, modelOf, afterUpdate) {
     model.on("change:query", () => { query.selectedIndex = model.get("query") + 1; });
     query.disabled = false;
   }
+  const download = box.querySelector('[data-control="download"]');  // the maps as PNG and SVG files
+  if (download) {
+    download.addEventListener("click", () => offerFiles(box, modelOf).catch((e) => fail(box, e)));
+    download.disabled = false;
+  }
   if (!states.has(key(values))) { throw new Error(`the saved settings ${key(values)} are not among the states`); }
   if (OWN_SCRIPTS[box.dataset.live]) {
     drawOwn = (await import(OWN_SCRIPTS[box.dataset.live])).start(box, index, () => load(states.get(key(values)).stem));
@@ -220,7 +240,41 @@ async function goLive(box, modelOf, afterUpdate) {
   before.set(values[0], values);
   controls.forEach((c, i) => c.show(labelOf(i, values[i], values), offered(index, values, i, states)));
   box.dataset.shown = states.get(key(values)).stem;
+  const img = index.files.includes("phone.png") ? box.querySelector("img") : null;
+  if (img) {  // the saved chart was drawn for a laptop: a phone gets its own, now and after a rotation
+    img.dataset.chart = "png";
+    const redraw = () => {
+      if (chartFor() !== img.dataset.chart) {
+        const stem = box.dataset.shown;
+        load(stem).then(([meta]) => (stem === box.dataset.shown ? drawImage(meta, stem) : null)).catch((e) => fail(box, e));
+      }
+    };
+    new ResizeObserver(redraw).observe(box);
+  }
   box.dataset.liveReady = "1";
+}
+
+// Links to the shown maps as files, made in the page by the heatmap's own script (figureFiles),
+// put where the notebook's button puts its links (after the button).
+async function offerFiles(box, modelOf) {
+  const el = box.querySelector(".site-heatmap");
+  const { figureFiles } = await import("./" + el.dataset.esm);
+  const files = await figureFiles(modelOf(el), el);
+  const button = box.querySelector('[data-control="download"]');
+  let links = box.querySelector(".site-download-links");
+  if (!links) {
+    links = document.createElement("span");
+    links.className = "site-download-links";
+    button.after(links);
+  }
+  links.querySelectorAll("a").forEach((a) => URL.revokeObjectURL(a.href));
+  links.replaceChildren(...["png", "svg"].flatMap((kind, i) => {
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(files[kind]);
+    a.download = `attention_heads.${kind}`;
+    a.textContent = `attention_heads.${kind} (${Math.round(files[kind].size / 1e3).toLocaleString("en")} kB)`;
+    return i ? [" ", a] : [a];
+  }));
 }
 
 function fail(box, err) {
