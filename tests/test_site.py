@@ -941,7 +941,7 @@ def test_the_write_states_cover_every_prompt_and_equal_mha_core(site, monkeypatc
     every stored weight is within half a byte step of the model's. Without SmolLM2 the panel has
     no table (it stays frozen, with its "make models" message)."""
     from mha_core.models import load
-    from mha_core.ui.write_panel import MAX_NEW_TOKENS
+    from mha_core.ui.write_panel import DEFAULT_NEW_TOKENS, MAX_NEW_TOKENS
 
     out, _ = site
     states = build_site._site_states()
@@ -951,6 +951,7 @@ def test_the_write_states_cover_every_prompt_and_equal_mha_core(site, monkeypatc
     m = load("smollm2")
     rng = np.random.default_rng(3)
     checked = ["example", rng.choice(sorted(set(states.WRITE_PROMPTS) - {"example"}))]
+    written = {}  # name -> SmolLM2's steps
     for name, prompt in states.WRITE_PROMPTS.items():
         meta, rows = _write_state(out, stems[(name,)])
         n_new = len(meta["tokens"]) - meta["n_prompt"]
@@ -965,6 +966,12 @@ def test_the_write_states_cover_every_prompt_and_equal_mha_core(site, monkeypatc
             worst = np.abs(np.stack([[_row(meta, rows, layer, head, k) for head in range(m.n_heads)]
                                      for layer in range(m.n_layers)]) - step.weights).max()
             assert worst <= 0.5 / index["scale"] + 1e-6, f"{name}, new token {k}: off by {worst:.4f}"
+        written[name] = steps
+    # the length slider shows the first of the 24 tokens: a shorter writing is those tokens, same rows
+    shorter = list(m.write(m.encode(states.WRITE_PROMPTS["example"]), DEFAULT_NEW_TOKENS))
+    assert [s.id for s in shorter] == [s.id for s in written["example"][:DEFAULT_NEW_TOKENS]]
+    for short, long in zip(shorter, written["example"], strict=False):
+        np.testing.assert_allclose(short.weights, long.weights, atol=1e-6)
     monkeypatch.setattr(states, "is_cached", lambda _name: False)
     assert "write" not in states.live_tables()
 
