@@ -330,7 +330,7 @@ def cost_table() -> StateTable:
 WRITE_PROMPTS = {
     "example": EXAMPLE_PROMPT,  # a fact, then the small model rambles
     "count": "1, 2, 3, 4, 5,",  # it counts on: each number looks back at the ones before
-    "copy": "The cat sat on the mat. The dog sat on the",  # it copies the first sentence (induction)
+    "copy": "The cat sat on the mat. The dog sat on the",  # it ends it as the first one ended (induction)
     "story": "Once upon a time, there was a little",  # a story, as its training texts go on
 }
 
