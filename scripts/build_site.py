@@ -628,7 +628,8 @@ def build(out: Path, log=print, *, binder: str | None = None, for_teachers: bool
         log(f"  executed {p.source.name} for its widget state: {seconds:.1f} s")
     for name, facts in stored.items():
         kept = " (kept from an earlier build of the same code)" if facts["cached"] else ""
-        log(f"  live panel {name}: {facts['states']} states, {facts['bytes'] / 1e6:.1f} MB{kept}")
+        took = f", computed in {facts['seconds']} s" if "seconds" in facts else ""
+        log(f"  live panel {name}: {facts['states']} states, {facts['bytes'] / 1e6:.1f} MB{took}{kept}")
     log(f"  the live panels' states ready in {states_seconds:.1f} s")
     exporters = {exclude: _exporter(exclude) for exclude in (False, True)}  # one each: building one takes ~0.5 s
     for page in [None, *pages]:

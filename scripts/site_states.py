@@ -45,6 +45,7 @@ import json
 import re
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -420,12 +421,13 @@ def code_digest() -> str:
 def _write_live(name: str, out: Path, cache: Path | None) -> dict:
     """``LIVE[name]``'s table into ``out`` (in a worker process: a table is made there, not sent),
     copied from ``cache`` when an earlier build with the same code stored it there, else computed
-    and stored there too. Returns {states, bytes, cached}."""
+    and stored there too. Returns {states, bytes, seconds (to compute them, kept with them), cached}."""
     kept = cache / name if cache else None
     if kept and (kept / "done.json").exists():
         shutil.copytree(kept, out / name, ignore=shutil.ignore_patterns("done.json"))
         return {**json.loads((kept / "done.json").read_text(encoding="utf-8")), "cached": True}
-    facts = write_table(LIVE[name](), out)
+    start = time.perf_counter()
+    facts = {**write_table(LIVE[name](), out), "seconds": round(time.perf_counter() - start, 1)}  # kept with it
     if kept:
         shutil.rmtree(kept, ignore_errors=True)
         shutil.copytree(out / name, kept)
