@@ -11,11 +11,13 @@
 
 const STATES = "assets/states/";
 const KEPT_STATES = 32;  // states kept in memory per panel (a phone need not hold all 674 heatmaps)
+const OWN_SCRIPTS = { write: "./write.js" };  // panels that draw their states themselves, loaded with them
 
 const key = (values) => JSON.stringify(values);
-// panels with a script of their own, loaded with their states (the real-model panel: two maps,
-// an overview and buttons that act); it gets this file's fetchOk, fetchPacked and the page's stand-in models
-const OWN_SCRIPT = { real: "./real_live.js" };
+// panels that keep their own state, loaded when they come near the screen (the real-model panel:
+// two maps, an overview and buttons that act): their goLive takes over from this file's, given
+// its fetchOk, fetchPacked and the page's stand-in models
+const OWN_PANELS = { real: "./real_live.js" };
 
 async function fetchOk(url, as) {
   const r = await fetch(url);
@@ -141,6 +143,7 @@ async function goLive(box, modelOf, afterUpdate) {
   let values = [];
   controls.forEach((c, i) => values.push(valueOf(i, c.label(), values)));  // in order: labels may need the first
   let latest = 0;
+  let drawOwn = null;  // the panel's own drawing (OWN_SCRIPTS), given each state loaded
   // the last values under each value of the first control (the weights' kind): going back to
   // one brings its settings back, as the notebook's panel does
   const before = new Map();
@@ -212,6 +215,7 @@ async function goLive(box, modelOf, afterUpdate) {
       query.selectedIndex = q + 1;
     }
     box.dataset.shown = stem;
+    if (drawOwn) { drawOwn(meta, bytes); }
   }
 
   controls.forEach((c, i) => c.listen((label) => {
@@ -234,6 +238,9 @@ async function goLive(box, modelOf, afterUpdate) {
     download.disabled = false;
   }
   if (!states.has(key(values))) { throw new Error(`the saved settings ${key(values)} are not among the states`); }
+  if (OWN_SCRIPTS[box.dataset.live]) {
+    drawOwn = (await import(OWN_SCRIPTS[box.dataset.live])).start(box, index, () => load(states.get(key(values)).stem));
+  }
   before.set(values[0], values);
   controls.forEach((c, i) => c.show(labelOf(i, values[i], values), offered(index, values, i, states)));
   box.dataset.shown = states.get(key(values)).stem;
@@ -287,7 +294,7 @@ export function startLivePanels(modelOf, afterUpdate) {
     for (const e of entries) {
       if (e.isIntersecting) {
         watch.unobserve(e.target);
-        const own = OWN_SCRIPT[e.target.dataset.live];
+        const own = OWN_PANELS[e.target.dataset.live];
         (own ? import(own).then((m) => m.goLive(e.target, { fetchOk, fetchPacked, modelOf, afterUpdate }))
           : goLive(e.target, modelOf, afterUpdate)).catch((err) => fail(e.target, err));
       }

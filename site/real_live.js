@@ -29,7 +29,7 @@ export async function goLive(box, { fetchOk, fetchPacked, modelOf, afterUpdate }
   const el = box.querySelector(".mha-real-heads");  // not the write mode below it
   const $ = (sel) => el.querySelector(sel);
   const big = modelOf($(".mha-real-big")), thumbs = modelOf($(".mha-real-thumbs")), grid = modelOf($(".mha-real-overview"));
-  const modelMenu = $('[data-control="model"] select'), inputMenu = $('[data-control="input"] select');
+  const modelMenu = $('[data-control="model"] select'), inputMenu = $('[data-control="sentence"] select');
   const sliders = { layer: $('[data-control="layer"]'), head: $('[data-control="head"]') };
   const button = (name) => $(`button[data-control="${name}"]`);
   const presets = [...el.querySelectorAll('button[data-control="preset"]')];
