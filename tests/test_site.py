@@ -1048,13 +1048,14 @@ def _real_do(page, box, how: str, touch: bool) -> None:
     ("square:<layer>,<head>"; by keyboard "square:down": one row down, then Enter), a thumbnail
     ("thumb:<head>"; by keyboard "thumb:key:<head>": Tab to it, then Enter)."""
     what, _, arg = how.partition(":")
+    box = box.locator(".mha-real-heads")  # not the write panel below it (its sliders carry data-control too)
     tap = (lambda el: el.tap()) if touch else (lambda el: el.click())
     if what in ("model", "sentence"):
         box.locator(f'[data-control="{what}"] select').select_option(label=arg)
     elif what in ("layer", "head"):
         _move(page, box, what, arg, touch)
     elif what == "button":
-        tap(box.locator(".mha-real-heads button", has_text=re.compile(f"^{re.escape(arg)}$")))
+        tap(box.locator("button", has_text=re.compile(f"^{re.escape(arg)}$")))
     elif what == "square" and arg == "down":
         box.locator(".mha-scoregrid-grid").focus()
         page.keyboard.press("ArrowDown")
