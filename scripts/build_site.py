@@ -170,6 +170,7 @@ class StaticWidgets:
         self.has_controls = False  # a control (a button too) that needs a kernel: the panel needs the kernel note
         self.live_panel = ""  # the live panel being rendered, if any
         self.live_controls: list[str] = []  # the labels of the controls the page moves, met by render()
+        self.live_buttons: list[str] = []  # the buttons of a live panel that work on the page, met by render()
         self.buttons: list[str] = []  # the buttons met by render() (each needs a kernel)
         self.heatmaps = 0
 
@@ -268,9 +269,12 @@ class StaticWidgets:
         label = desc or s.get("tooltip") or name.removesuffix("Model")
         live = self._live_control(classes)
         if live:  # drawn disabled as saved; assets/live.js enables it once its states are loaded
-            self.live_controls.append(re.sub(r": (on|off)$", "", label))  # "causal mask", not "causal mask: off"
+            if name == "ButtonModel":  # a button acts on the figure (the maps as files): the note names it apart
+                self.live_buttons.append(s["description"])
+            else:
+                self.live_controls.append(re.sub(r": (on|off)$", "", label))  # "causal mask", not "causal mask: off"
             kind = {"SelectionSliderModel": "selection", "IntSliderModel": "int", "ToggleButtonModel": "toggle",
-                    "ToggleButtonsModel": "buttons", "DropdownModel": "select"}.get(name)
+                    "ToggleButtonsModel": "buttons", "DropdownModel": "select", "ButtonModel": "button"}.get(name)
             if kind is None:
                 raise ValueError(f"live control {live!r} is a {name}, which assets/live.js cannot move")
             return self._control_html(name, s, classes, desc, label, [],
@@ -345,15 +349,17 @@ def _kernel_note(controls: list[str], heatmaps: int, where: str) -> str:
 
 
 def _live_note(moved: list[str], frozen: list[str], buttons: list[str], heatmaps: int, where: str,
-               first: bool = True) -> str:
+               first: bool = True, working: tuple[str, ...] = ()) -> str:
     """The note over a live panel: its controls work here, from states computed at build time
     (said in full over the page's ``first`` live panel only); ``frozen`` (settings) and
-    ``buttons`` (their names) need a kernel, and the note says so."""
+    ``buttons`` (their names) need a kernel, and the note says so; ``working``: its buttons that
+    work on the page (the heads panel's "PNG + SVG")."""
     still = [*dict.fromkeys(frozen), *(f"the “{b}” button" for b in dict.fromkeys(buttons))]
     rest = (f" Still frozen here, as they need Python running behind them ({_esc('; '.join(still))}): "
             f"run this notebook to use them ({where})." if still else
             f" To change its code or try values it does not offer, run the notebook itself ({where}).")
     hover = f" {LIVE_HEATMAP_NOTE}" if heatmaps else ""
+    hover += "".join(f" “{_esc(b)}” saves the maps as drawn here, as a PNG and an SVG file." for b in working)
     return (f'<p class="site-kernel-note site-live-note" role="note"><strong>A live panel</strong>: move '
             f"{_esc(', '.join(dict.fromkeys(moved)))} and the figure follows. "
             f"{COMPUTED_NOTE if first else LOADED_NOTE}{hover}{rest}</p>")
@@ -403,7 +409,8 @@ def static_widgets(nb, nb_path: Path, executed, heatmap_esm: dict[str, str], whe
             body = renderer.render(views.pop(0)["data"][WIDGET_VIEW]["model_id"])
             if renderer.live_controls:
                 note = _live_note(renderer.live_controls, renderer.controls, renderer.buttons,
-                                  renderer.heatmaps, where, first=live_panels == 0)
+                                  renderer.heatmaps, where, first=live_panels == 0,
+                                  working=tuple(renderer.live_buttons))
                 live_panels += 1
             else:
                 note = _kernel_note(renderer.controls, renderer.heatmaps, where) if renderer.has_controls else ""

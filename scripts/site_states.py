@@ -9,20 +9,27 @@ up and hands it to the widget's own ``heatmap.js``.
 The files, under ``assets/states/<panel>/`` of the site:
 
     index.json     the controls (name, values in the panel's order, labels) and the states:
-                   [[value of each control, ...], "file stem"], one entry per state
-    <stem>.json    a state's small things: "html" {a widget's CSS class: its new HTML} (captions,
+                   [[value of each control, ...], "file stem"], one entry per state (and the
+                   name of its bundle, third, for a table with ``bundle``)
+    <stem>.json.gz a state's small things: "html" {a widget's CSS class: its new HTML} (captions,
                    numbers), "texts" {control: its new text}, and for a heatmap its labels,
                    title, alt text and shape, for a picture its alt text
-    <stem>.u8      a heatmap's weights, shape (h, N, N), one byte each: weight = byte / 255
+    <stem>.u8.gz   a heatmap's weights, shape (h, N, N), one byte each: weight = byte / 255
                    (QUANT_STEP = 1/255; the tip shows 2 decimals, which the bytes hold exactly
                    enough: the error is at most half a step, 0.002)
     <stem>.png     a picture (the KV panel's bar chart), as the panel drew it, in fewer colours;
                    a picture that many states share (the cost chart: the same for every h) is
                    stored once, as <its content's hash>.png, which the state's JSON names
 
-    <bundle>.json.gz  the JSON of many states at once, {stem: what <stem>.json would hold}, for a
-                   table with ``bundle`` (the shape panel: one file per d_model and h, its B x N
-                   states; states that differ in one number compress together far better than alone)
+A state's JSON and weights are gzipped (``PACKED``: HTML and random-looking bytes shrink 2 to 6
+times; a PNG is compressed already), and the page inflates them (``DecompressionStream``).
+``read_state`` reads one back as the page sees it.
+
+A table with ``bundle`` (the shape panel) stores its states' JSON many at once instead:
+
+    <bundle>.json.gz  {stem: what <stem>.json.gz would hold} (the shape panel: one file per d_model
+                   and h, its B x N states; states that differ in one number compress together
+                   3 times better than alone)
 
 The page loads ``index.json`` when the panel scrolls into view, and one state's two files (or its
 bundle, once) when the controls pick it.
@@ -55,6 +62,7 @@ from mha_core.ui.shapes_panel import SHAPE_D_MODELS, SHAPE_MAX_B, SHAPE_MAX_N, S
 QUANT_LEVELS = 255
 QUANT_STEP = 1 / QUANT_LEVELS
 TIP_DIGITS = 2  # decimals the hover tip shows for a stored weight (half a step is 0.002)
+PACKED = ("json", "u8")  # the state files stored gzipped, as <stem>.<suffix>.gz
 
 
 @dataclass(frozen=True)
@@ -70,8 +78,8 @@ class StateTable:
         values run without a gap.
     states : () -> iterator of (values, meta, files): ``values`` one per control, ``meta`` a
         JSON-able dict, ``files`` {suffix: bytes} ("u8": ``quantise(weights)``, "png")
-    view : controls that change only the drawing, not the state (the outlined query row: the
-        widget's own script draws it); the page moves them too
+    view : controls that act on the drawing, not the state (the outlined query row, the maps as
+        files: the widget's own script draws them); the page moves them too
     bundle : values -> the name of the bundle file that holds the state's JSON (None: a file per
         state). Only for a table whose states have no other files.
     recall : True: going back to a value of the first control brings back the settings the others
@@ -113,6 +121,24 @@ def stem(values: tuple) -> str:
     return "-".join(re.sub(r"[^A-Za-z0-9.]+", "_", json.dumps(v).strip('"')) for v in values)
 
 
+def packed(data: bytes) -> bytes:
+    """``data`` gzipped, with no time stamp: the same state makes the same file."""
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def read_state(folder: Path, stem: str, suffix: str) -> bytes:
+    """A state's file ``<stem>.<suffix>`` in a panel's ``folder`` as the page reads it (inflated
+    when it is one of ``PACKED``)."""
+    if suffix in PACKED:
+        return gzip.decompress((folder / f"{stem}.{suffix}.gz").read_bytes())
+    return (folder / f"{stem}.{suffix}").read_bytes()
+
+
+def read_bundle(folder: Path, bundle: str) -> dict[str, dict]:
+    """A bundle of states' JSON in a panel's ``folder``, as the page reads it: {stem: JSON}."""
+    return json.loads(gzip.decompress((folder / f"{bundle}.json.gz").read_bytes()))
+
+
 def write_table(table: StateTable, out: Path) -> dict:
     """Write ``table`` into ``out/<panel>/`` (see the module docstring). Returns {states, bytes}."""
     folder = out / table.panel
@@ -141,11 +167,13 @@ def write_table(table: StateTable, out: Path) -> dict:
         meta = {**meta, "files": named} if named else meta
         files = {"json": json.dumps(meta, separators=(",", ":")).encode(), **files}
         for suffix, data in files.items():
+            if suffix in PACKED:
+                data, suffix = packed(data), f"{suffix}.gz"
             (folder / f"{name}.{suffix}").write_bytes(data)
             size += len(data)
         entries.append([list(values), name])
-    for bundle, metas in bundles.items():  # gzipped, with no time stamp (the same states, the same file)
-        data = gzip.compress(json.dumps(metas, separators=(",", ":")).encode(), compresslevel=9, mtime=0)
+    for bundle, metas in bundles.items():
+        data = packed(json.dumps(metas, separators=(",", ":")).encode())
         (folder / f"{bundle}.json.gz").write_bytes(data)
         size += len(data)
     index = {"panel": table.panel, "files": list(table.files), "scale": QUANT_LEVELS, "digits": TIP_DIGITS,
@@ -206,7 +234,7 @@ def heads_table() -> StateTable:
         "h": (list(HEAD_CHOICES), [str(h) for h in HEAD_CHOICES]),
         "N": (list(range(2, DEMO_MAX_TOKENS + 1)), [str(n) for n in range(2, DEMO_MAX_TOKENS + 1)]),
         "causal": ([False, True], ["off", "on"]),
-    }, states, view=("query",), files=("u8",))
+    }, states, view=("query", "download"), files=("u8",))
 
 
 # -- the KV-cache panel (dashboard section 5, lesson 06) ----------------------------------------------

@@ -1,7 +1,8 @@
 // Live panels on the static site: their controls move the figure with no kernel.
 //
 // scripts/site_states.py computed every state of the panel with mha_core when the site was built
-// (assets/states/<panel>/: index.json, and for each state <stem>.json with <stem>.u8 or .png).
+// (assets/states/<panel>/: index.json, and for each state <stem>.json.gz with <stem>.u8.gz or .png;
+// the .gz files are gzipped, and inflated here).
 // This file does no maths: it reads the controls, looks the state up, loads its files and hands
 // a heatmap's to the widget's own heatmap.js through the page's stand-in model (site.js), or shows its
 // picture (a PNG the panel drew) and puts its HTML (numbers, captions) in place. The panel's
@@ -20,10 +21,13 @@ async function fetchOk(url, as) {
   return as === "json" ? r.json() : r.arrayBuffer();
 }
 
-// A bundle of states (site_states: the shape panel's, one file per d_model and h), gzipped: inflated.
-async function fetchBundle(url) {
-  const packed = await fetchOk(url);
-  return new Response(new Blob([packed]).stream().pipeThrough(new DecompressionStream("gzip"))).json();
+// A state file written gzipped (site_states.PACKED), inflated. A host that sends .gz files with
+// "Content-Encoding: gzip" has had the browser inflate it already: then it lacks gzip's first bytes.
+async function fetchPacked(url) {
+  const bytes = await fetchOk(url);
+  const head = new Uint8Array(bytes, 0, 2);
+  if (head[0] !== 0x1f || head[1] !== 0x8b) { return bytes; }
+  return new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).arrayBuffer();
 }
 
 // One control as drawn by build_site.py: read its label, show a value among `labels`, lock it.
@@ -150,14 +154,15 @@ async function goLive(box, modelOf, afterUpdate) {
     if (bundle) {
       if (!bundles.has(bundle)) {
         if (bundles.size >= KEPT_BUNDLES) { bundles.delete(bundles.keys().next().value); }  // the oldest
-        bundles.set(bundle, fetchBundle(base + bundle + ".json.gz"));
+        bundles.set(bundle, fetchPacked(base + bundle + ".json.gz").then((b) => JSON.parse(new TextDecoder().decode(b))));
       }
       return bundles.get(bundle).then((metas) => [metas[stem], null]);
     }
     if (!loaded.has(stem)) {
       if (loaded.size >= KEPT_STATES) { loaded.delete(loaded.keys().next().value); }  // the oldest
-      const weights = index.files.includes("u8") ? fetchOk(base + stem + ".u8") : null;
-      loaded.set(stem, Promise.all([fetchOk(base + stem + ".json", "json"), weights]));
+      const weights = index.files.includes("u8") ? fetchPacked(base + stem + ".u8.gz") : null;
+      const meta = fetchPacked(base + stem + ".json.gz").then((b) => JSON.parse(new TextDecoder().decode(b)));
+      loaded.set(stem, Promise.all([meta, weights]));
     }
     return loaded.get(stem);
   }
@@ -231,6 +236,11 @@ async function goLive(box, modelOf, afterUpdate) {
     model.on("change:query", () => { query.selectedIndex = model.get("query") + 1; });
     query.disabled = false;
   }
+  const download = box.querySelector('[data-control="download"]');  // the maps as PNG and SVG files
+  if (download) {
+    download.addEventListener("click", () => offerFiles(box, modelOf).catch((e) => fail(box, e)));
+    download.disabled = false;
+  }
   if (!states.has(key(values))) { throw new Error(`the saved settings ${key(values)} are not among the states`); }
   if (index.note) {  // which values a control moves over here (a grid), said above the controls
     const note = document.createElement("p");
@@ -242,6 +252,29 @@ async function goLive(box, modelOf, afterUpdate) {
   controls.forEach((c, i) => c.show(labelOf(i, values[i], values), offered(index, values, i, states)));
   box.dataset.shown = states.get(key(values)).stem;
   box.dataset.liveReady = "1";
+}
+
+// Links to the shown maps as files, made in the page by the heatmap's own script (figureFiles),
+// put where the notebook's button puts its links (after the button).
+async function offerFiles(box, modelOf) {
+  const el = box.querySelector(".site-heatmap");
+  const { figureFiles } = await import("./" + el.dataset.esm);
+  const files = await figureFiles(modelOf(el), el);
+  const button = box.querySelector('[data-control="download"]');
+  let links = box.querySelector(".site-download-links");
+  if (!links) {
+    links = document.createElement("span");
+    links.className = "site-download-links";
+    button.after(links);
+  }
+  links.querySelectorAll("a").forEach((a) => URL.revokeObjectURL(a.href));
+  links.replaceChildren(...["png", "svg"].flatMap((kind, i) => {
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(files[kind]);
+    a.download = `attention_heads.${kind}`;
+    a.textContent = `attention_heads.${kind} (${Math.round(files[kind].size / 1e3).toLocaleString("en")} kB)`;
+    return i ? [" ", a] : [a];
+  }));
 }
 
 function fail(box, err) {

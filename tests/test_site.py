@@ -221,14 +221,19 @@ def _index(out: Path, panel: str) -> dict:
     return json.loads((out / "assets" / "states" / panel / "index.json").read_text(encoding="utf-8"))
 
 
+def _meta(out: Path, panel: str, stem: str) -> dict:
+    """A stored state's JSON, inflated as the page inflates it."""
+    states = build_site._site_states()
+    return json.loads(states.read_state(out / "assets" / "states" / panel, stem, "json"))
+
+
 def _stored(out: Path, panel: str, stem: str) -> tuple[dict, np.ndarray]:
     """A stored heatmap: its labels, title, alt and shape, and its weights (h, N, N) as the page
     decodes them (byte / scale)."""
-    folder = out / "assets" / "states" / panel
-    meta = json.loads((folder / f"{stem}.json").read_text(encoding="utf-8"))["heatmap"]
+    meta = _meta(out, panel, stem)["heatmap"]
     scale = _index(out, panel)["scale"]
-    w = np.frombuffer((folder / f"{stem}.u8").read_bytes(), dtype=np.uint8).reshape(meta["shape"]) / scale
-    return meta, w
+    u8 = build_site._site_states().read_state(out / "assets" / "states" / panel, stem, "u8")
+    return meta, np.frombuffer(u8, dtype=np.uint8).reshape(meta["shape"]) / scale
 
 
 def test_state_tables_refuse_what_they_cannot_store(tmp_path):
@@ -245,6 +250,23 @@ def test_state_tables_refuse_what_they_cannot_store(tmp_path):
     with pytest.raises(ValueError, match="2 values for 1 controls"):
         states.write_table(one, tmp_path)
     assert states.stem(("small: d_model=512, h=8", 2, True)) == "small_d_model_512_h_8-2-true"
+
+
+def test_a_state_is_stored_gzipped_and_reads_back_as_written(tmp_path):
+    """A state's JSON and weights are stored gzipped (and smaller), a PNG as it is; each reads back
+    as the panel gave it, and the same state makes the same bytes (no time stamp)."""
+    states = build_site._site_states()
+    weights = states.quantise(np.linspace(0, 1, 4096))
+    meta = {"html": {"mha-demo": "<b>same words</b> " * 50}}
+    table = states.StateTable("demo", {"h": ([1], ["1"])}, lambda: iter([((1,), meta, {"u8": weights})]), files=("u8",))
+    for run in ("a", "b"):
+        states.write_table(table, tmp_path / run)
+    folder = tmp_path / "a" / "demo"
+    assert sorted(f.name for f in folder.iterdir()) == ["1.json.gz", "1.u8.gz", "index.json"]
+    assert json.loads(states.read_state(folder, "1", "json")) == meta
+    assert states.read_state(folder, "1", "u8") == weights
+    assert (folder / "1.json.gz").stat().st_size < len(json.dumps(meta)) / 4
+    assert all((folder / f).read_bytes() == (tmp_path / "b" / "demo" / f).read_bytes() for f in ("1.json.gz", "1.u8.gz"))
 
 
 def test_states_kept_from_an_earlier_build_are_the_same_files(tmp_path, monkeypatch):
@@ -271,20 +293,18 @@ def test_states_kept_from_an_earlier_build_are_the_same_files(tmp_path, monkeypa
 
 def test_the_heads_panel_is_live_on_both_its_pages(site):
     """The dashboard's heads panel and lesson 04's are live: their h, N, mask, weights and query
-    controls carry data-control, and the note says the numbers were computed by mha_core."""
+    controls and the download button carry data-control, nothing is left frozen, and the note
+    says the numbers were computed by mha_core."""
     out, summary = site
     assert summary["states"]["heads"]["states"] == len(_index(out, "heads")["states"])
     for href in ("04_head_heatmaps.html", "dashboard.html"):
         boxes = _soup(out / href).select(".site-live[data-live=heads]")
         assert len(boxes) == 1, f"{href}: {len(boxes)} live heads panels"
         moved = {c["data-control"] for c in boxes[0].select("[data-control]")}
-        assert moved == {"h", "N", "causal", "kind", "query"}
-        note = boxes[0].find_previous_sibling("p", class_="site-live-note").get_text(" ")
-        assert "computed by mha_core when this site was built" in " ".join(note.split())
-        # the one control that stays frozen (a download) is named as such
-        frozen = [b.get_text() for b in boxes[0].select("button")
-                  if not b.has_attr("data-control") and not b.find_parent(attrs={"data-control": True})]
-        assert frozen == ["PNG + SVG"] and "“PNG + SVG” button" in note
+        assert moved == {"h", "N", "causal", "kind", "query", "download"}
+        note = " ".join(boxes[0].find_previous_sibling("p", class_="site-live-note").get_text(" ").split())
+        assert "computed by mha_core when this site was built" in note
+        assert "Still frozen" not in note and "“PNG + SVG” saves the maps" in note, note
 
 
 def test_the_heads_states_cover_every_setting_and_equal_mha_core(site):
@@ -337,7 +357,7 @@ def test_the_kv_panel_is_live_and_its_states_equal_mha_core(site):
         model, n_kv, n_tokens, dtype = keys[i]
         d_model, h, layers = KV_MODELS[model]
         folder = out / "assets" / "states" / "kv"
-        meta = json.loads((folder / f"{states[keys[i]]}.json").read_text(encoding="utf-8"))
+        meta = _meta(out, "kv", states[keys[i]])
         shown = BeautifulSoup(meta["html"]["mha-kv-numbers"], "html.parser").select_one(".mha-kv-bytes").get_text()
         expected = kv_cache_bytes(MHAConfig(d_model, h, n_kv_heads=n_kv), n_tokens, n_layers=layers,
                                   dtype=np.dtype(dtype))
@@ -366,7 +386,7 @@ def test_the_cost_panel_is_live_and_its_states_equal_mha_core(site):
     keys = sorted(states)
     for i in rng.choice(len(keys), 12, replace=False):
         d_model, h, n = keys[i]
-        meta = json.loads((folder / f"{states[keys[i]]}.json").read_text(encoding="utf-8"))
+        meta = _meta(out, "cost", states[keys[i]])
         numbers = BeautifulSoup(meta["html"]["mha-cost-numbers"], "html.parser")
         macs = count_macs(MHAConfig(d_model, h), n)
         for css, what in (("mha-cost-proj", "projections"), ("mha-cost-attn", "attention"), ("mha-cost-total", "total")):
@@ -653,6 +673,95 @@ def test_every_control_of_the_live_heads_panel_moves_its_figure(site, server, br
     page.context.close()
 
 
+FILES_FACTS = """async (box) => {
+  const links = [...box.querySelectorAll('.site-download-links a')];
+  const blob = async (a) => (await fetch(a.href)).blob();
+  const svgText = await (await blob(links.find(a => a.download.endsWith('.svg')))).text();
+  const png = await createImageBitmap(await blob(links.find(a => a.download.endsWith('.png'))));
+  const doc = new DOMParser().parseFromString(svgText, 'image/svg+xml');
+  const images = [...doc.querySelectorAll('image')];
+  const tile = new Image();  // head 0's map: one pixel a cell
+  tile.src = images[0].getAttribute('href');
+  await tile.decode();
+  const c = document.createElement('canvas');
+  c.width = tile.width; c.height = tile.height;
+  const ctx = c.getContext('2d');
+  ctx.drawImage(tile, 0, 0);
+  return {names: links.map(a => a.download), texts: links.map(a => a.textContent), images: images.length,
+          tile: [tile.width, tile.height], pixels: Array.from(ctx.getImageData(0, 0, tile.width, tile.height).data),
+          title: doc.querySelector('text').textContent, png: [png.width, png.height],
+          labels: [...doc.querySelectorAll('g[data-head="0"] text')].map(t => t.textContent)};
+}"""
+
+
+def test_the_heads_panels_png_and_svg_button_works_on_the_site(site, server, browser):
+    """On the site, "PNG + SVG" (in a notebook: matplotlib in the kernel) offers the maps as a
+    PNG and an SVG file made in the page: the SVG has one picture per head whose pixels are the
+    stored weights in the maps' colours (lut and gamma), the title and the token labels; the PNG
+    decodes."""
+    out, _ = site
+    page, box, outside, errors, _ = _live_page(browser, server, 1366, "04_head_heatmaps.html", "heads")
+    box.scroll_into_view_if_needed()
+    page.wait_for_selector(".site-live[data-live=heads][data-live-ready]", timeout=LOAD_TIMEOUT_MS)
+    drawn = box.evaluate(LIVE_FACTS)["drawn"]
+    _move(page, box, "N", "end", touch=False)  # the maps then hold a stored state's weights
+    page.wait_for_function("([el, d]) => Number(el.querySelector('.site-heatmap').dataset.drawn) > d",
+                           arg=[box.element_handle(), drawn], timeout=LOAD_TIMEOUT_MS)
+    button = box.locator('[data-control="download"]')
+    assert button.is_enabled() and "saves the maps" in box.locator("xpath=..").locator(".site-live-note").text_content()
+    button.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function("(el) => el.querySelectorAll('.site-download-links a').length === 2",
+                           arg=box.element_handle(), timeout=LOAD_TIMEOUT_MS)
+    facts = box.evaluate(FILES_FACTS)
+    meta, w = _stored(out, "heads", box.get_attribute("data-shown"))
+    h, n = meta["shape"][:2]
+    traits = json.loads(box.locator(".site-heatmap").get_attribute("data-state"))
+    lut = np.frombuffer(base64.b64decode(traits["lut"]), dtype=np.uint8).reshape(256, 3)
+    w32 = w[0].astype(np.float32).astype(np.float64)  # as the page holds them (a Float32Array)
+    colours = lut[np.floor(w32 ** traits["gamma"] * 255 + 0.5).astype(int)]  # (N, N, 3), Math.round's rounding
+    pixels = np.array(facts["pixels"], dtype=np.uint8).reshape(n, n, 4)[..., :3]
+    assert facts["names"] == ["attention_heads.png", "attention_heads.svg"] and facts["images"] == h, facts["names"]
+    assert facts["tile"] == [n, n] and np.array_equal(pixels, colours)
+    assert facts["title"] == meta["title"] and facts["labels"][1:] == [x for lab in meta["labels"] for x in (lab, lab)]
+    assert min(facts["png"]) > 0 and all(t.endswith("kB)") for t in facts["texts"])
+    assert outside == [] and errors == [], (outside, errors)
+    page.context.close()
+
+
+class _Inflating(_Quiet):
+    """A host that sends ``.gz`` files with ``Content-Encoding: gzip`` (Apache's ``AddEncoding``):
+    the browser inflates them before the page's script sees them."""
+
+    def end_headers(self):
+        if self.path.endswith(".gz"):
+            self.send_header("Content-Encoding", "gzip")
+        super().end_headers()
+
+
+def test_states_load_from_a_host_that_inflates_gz_files(site, browser):
+    """The page reads a state whether the host sends its .gz file as it is (every test above) or
+    has the browser inflate it on the way: the heads panel still moves and draws."""
+    out, _ = site
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Inflating, directory=str(out)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        page, box, outside, errors, loaded = _live_page(browser, f"http://127.0.0.1:{httpd.server_address[1]}/",
+                                                        1366, "04_head_heatmaps.html", "heads")
+        box.scroll_into_view_if_needed()
+        page.wait_for_selector(".site-live[data-live=heads][data-live-ready]", timeout=LOAD_TIMEOUT_MS)
+        before = box.evaluate(LIVE_FACTS)
+        _move(page, box, "N", "end", touch=False)
+        page.wait_for_function("([el, d]) => Number(el.querySelector('.site-heatmap').dataset.drawn) > d",
+                               arg=[box.element_handle(), before["drawn"]], timeout=LOAD_TIMEOUT_MS)
+        after = box.evaluate(LIVE_FACTS)
+        assert "-64-" in after["shown"] and after["title"] != before["title"], (before, after)
+        assert any(u.endswith(".u8.gz") for u in loaded) and outside == [] and errors == [], (loaded, errors)
+        page.context.close()
+    finally:
+        httpd.shutdown()
+
+
 CHART_FACTS = """(box) => {
   const img = box.querySelector('img.mha-' + box.dataset.live + '-image');
   return {shown: box.dataset.shown, src: img.getAttribute('src'), width: img.naturalWidth, alt: img.alt,
@@ -693,7 +802,7 @@ def test_every_control_of_a_live_chart_panel_moves_its_figure(site, server, brow
         page.wait_for_function("([el, s, w]) => el.dataset.shown !== s && el.dataset.shown.includes(w)",
                                arg=[box.element_handle(), before["shown"], becomes], timeout=LOAD_TIMEOUT_MS)
         after = box.evaluate(CHART_FACTS)
-        meta = json.loads((out / "assets" / "states" / panel / f"{after['shown']}.json").read_text(encoding="utf-8"))
+        meta = _meta(out, panel, after["shown"])
         png = meta.get("files", {}).get("png", f"{after['shown']}.png")
         assert after["src"].endswith(f"assets/states/{panel}/{png}") and after["width"] > 0, after
         numbers = BeautifulSoup(meta["html"][f"mha-{panel}-numbers"], "html.parser").get_text()

@@ -406,4 +406,69 @@ function render({ model, el }) {
   };
 }
 
+// The maps as two files, for a page with no kernel to draw them (the static site's "PNG + SVG";
+// in a notebook that button draws them with matplotlib): a PNG of the canvases as drawn, side by
+// side under the title, and an SVG of the same maps, each head's weights as an N x N picture in
+// the drawn colours (lut, gamma), shown without smoothing, with its caption, token labels and the
+// outlined query row in text and lines. `el` is the rendered widget.
+const FILE_COLUMNS = 4;  // maps side by side in a file
+const FILE_CELL_PX = 12;  // a token's cell in the SVG
+export async function figureFiles(model, el) {
+  const n = model.get("n"), h = model.get("h"), labels = model.get("labels"), query = model.get("query");
+  const lut = lutOf(model), gamma = model.get("gamma"), W = floats(model);
+  const captions = model.get("captions") || [];
+  const esc = (t) => String(t).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+  const ctx = document.createElement("canvas").getContext("2d");
+  ctx.font = `${FONT_PX}px sans-serif`;
+  const room = Math.ceil(Math.max(LEFT_PX, ...labels.map((t) => ctx.measureText(t).width + 8)));
+  const S = n * FILE_CELL_PX, cellW = room + S + GAP_PX, cellH = 20 + S + room;
+  const cols = Math.min(h, FILE_COLUMNS), rows = Math.ceil(h / cols);
+  const width = cols * cellW, height = 28 + rows * cellH;
+  const parts = [`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="sans-serif" font-size="${FONT_PX}">`,
+    `<rect width="100%" height="100%" fill="#fff"/><text x="4" y="18" font-size="14" font-weight="bold">${esc(model.get("title"))}</text>`];
+  for (let head = 0; head < h; head++) {
+    const img = new ImageData(n, n);
+    for (let i = 0; i < n * n; i++) {
+      const j = Math.round(Math.pow(Math.min(Math.max(W[head * n * n + i], 0), 1), gamma) * 255) * 3;
+      img.data.set([lut[j], lut[j + 1], lut[j + 2], 255], i * 4);
+    }
+    const tile = document.createElement("canvas");
+    tile.width = n; tile.height = n;
+    tile.getContext("2d").putImageData(img, 0, 0);
+    const x = (head % cols) * cellW + room, y = 28 + Math.floor(head / cols) * cellH + 20;
+    parts.push(`<g class="head" data-head="${head}"><text x="${x}" y="${y - 6}">${esc(captions[head] || `head ${head}`)}</text>`,
+      `<image x="${x}" y="${y}" width="${S}" height="${S}" style="image-rendering:pixelated" preserveAspectRatio="none" href="${tile.toDataURL("image/png")}"/>`);
+    labels.forEach((t, i) => {
+      const c = (i + 0.5) * FILE_CELL_PX;
+      parts.push(`<text x="${x - 4}" y="${y + c}" text-anchor="end" dominant-baseline="middle">${esc(t)}</text>`,
+        `<text transform="translate(${x + c} ${y + S + 4}) rotate(-90)" text-anchor="end" dominant-baseline="middle">${esc(t)}</text>`);
+    });
+    if (query >= 0 && query < n) {
+      parts.push(`<rect x="${x + 1}" y="${y + query * FILE_CELL_PX + 1}" width="${S - 2}" height="${FILE_CELL_PX - 2}" fill="none" stroke="#e7298a" stroke-width="2"/>`);
+    }
+    parts.push("</g>");
+  }
+  parts.push("</svg>");
+  const svg = new Blob([parts.join("")], { type: "image/svg+xml" });
+  // the PNG: the canvases as drawn (at the screen's pixel ratio), in the same columns
+  const canvases = [...el.querySelectorAll(".mha-heatmap-grid canvas")];
+  const dpr = window.devicePixelRatio || 1;
+  const cw = Math.max(...canvases.map((c) => c.width)), ch = Math.max(...canvases.map((c) => c.height));
+  const top = Math.round(28 * dpr), cap = Math.round(18 * dpr);  // the title's band, a caption's
+  const out = document.createElement("canvas");
+  out.width = cols * cw; out.height = top + rows * (cap + ch);
+  const o = out.getContext("2d");
+  o.fillStyle = "#fff"; o.fillRect(0, 0, out.width, out.height);
+  o.fillStyle = "#1a1a1a"; o.font = `bold ${14 * dpr}px sans-serif`;
+  o.fillText(model.get("title"), 4 * dpr, 18 * dpr);
+  o.font = `${FONT_PX * dpr}px sans-serif`;
+  canvases.forEach((c, head) => {
+    const x = (head % cols) * cw, y = top + Math.floor(head / cols) * (cap + ch);
+    o.fillText(captions[head] || `head ${head}`, x + 4 * dpr, y + 13 * dpr);
+    o.drawImage(c, x, y + cap);
+  });
+  const png = await new Promise((resolve) => out.toBlob(resolve, "image/png"));
+  return { png, svg };
+}
+
 export default { render };
