@@ -971,7 +971,7 @@ SHAPE_FACTS = """(box) => ({
 # to its end by the mouse (a click on the track's end) or a tap, one key step back on the grid (100,
 # not 127), B and h to their start, d_model to its end (h = 1 divides it), h to its end (64), then
 # d_model to its start: 64 does not divide 16, so h moves to 16 and the status line says so
-SHAPE_MOVES = [("N", "end", r"^\d-128-"), ("B", "start", r"^1-128-"), ("h", "start", r"-1$"),
+SHAPE_MOVES = [("N", "end", r"^\d-128-"), ("B", "start", r"^1-1(28|00)-"), ("h", "start", r"-1$"),
                ("d_model", "end", r"-1024-1$"), ("h", "end", r"-1024-64$"), ("d_model", "start", r"^1-\d+-16-16$")]
 
 
