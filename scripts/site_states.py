@@ -20,6 +20,9 @@ The files, under ``assets/states/<panel>/`` of the site:
     <stem>.png     a picture (the KV panel's bar chart), as the panel drew it, in fewer colours;
                    a picture that many states share (the cost chart: the same for every h) is
                    stored once, as <its content's hash>.png, which the state's JSON names
+    <stem>.phone.png  the same chart as the panel draws it for a phone (``PHONE_WIDTH``: larger
+                   text for its width), which the page shows in a panel narrower than
+                   ``chart_size.PHONE_PX`` (index.json's "phone_below")
 
 A state's JSON and weights are gzipped (``PACKED``: HTML and random-looking bytes shrink 2 to 6
 times; a PNG is compressed already), and the page inflates them (``DecompressionStream``).
@@ -53,6 +56,7 @@ import numpy as np
 from bs4 import BeautifulSoup
 
 from mha_core.teaching.demo import DEMO_MAX_TOKENS
+from mha_core.ui.chart_size import PHONE_PX
 from mha_core.ui.controls import MAX_HEADS, divisors
 from mha_core.ui.cost_panel import COST_D_MODELS, COST_NS, CostPanel
 from mha_core.ui.heads_panel import HEAD_CHOICES, HeadExplorer, toy_task, trained_available
@@ -177,6 +181,7 @@ def write_table(table: StateTable, out: Path) -> dict:
         (folder / f"{bundle}.json.gz").write_bytes(data)
         size += len(data)
     index = {"panel": table.panel, "files": list(table.files), "scale": QUANT_LEVELS, "digits": TIP_DIGITS,
+             "phone_below": PHONE_PX,
              "controls": [{"name": k, "values": v, "labels": labels} for k, (v, labels) in table.controls.items()],
              "states": entries, "recall": table.recall, "note": table.note}
     (folder / "index.json").write_text(json.dumps(index, separators=(",", ":")), encoding="utf-8")
@@ -240,6 +245,22 @@ def heads_table() -> StateTable:
 # -- the KV-cache panel (dashboard section 5, lesson 06) ----------------------------------------------
 
 PNG_COLOURS = 64  # a bar chart needs no more: the PNG shrinks about 3 times
+# The width (CSS px) of a chart panel on the site on a 390 px phone: its charts are drawn for it
+# too, as the dashboard draws them for the width the page reports (chart_size).
+PHONE_WIDTH = 348
+
+
+def phone_panel(make: Callable):
+    """A chart panel (``make()``) that draws its charts for a phone, as told by the page's width."""
+    panel = make()
+    panel.screen.width = PHONE_WIDTH
+    return panel
+
+
+def _same_words(a: dict, b: dict) -> None:
+    """The laptop's and the phone's views of one state say the same (only the picture differs)."""
+    if a != b:
+        raise ValueError(f"the phone's chart changed what the panel says: {a} != {b}")
 
 
 def fewer_colours(png: bytes) -> bytes:
@@ -269,20 +290,23 @@ def kv_table() -> StateTable:
         labels[model] = [named.get(k) for k in n_kvs]
 
     def states():
-        panel = KVCachePanel()
+        panel, phone = KVCachePanel(), phone_panel(KVCachePanel)
         for model, (_, h, _) in KV_MODELS.items():
             for n_tokens in KV_CONTEXTS:
                 for dtype in KV_DTYPES:
                     for n_kv in divisors(h):  # innermost: the panel redraws only the highlighted bar
                         meta, png = kv_view(panel, model, n_kv, n_tokens, dtype)
-                        yield (model, n_kv, n_tokens, dtype), meta, {"png": fewer_colours(png)}
+                        small, phone_png = kv_view(phone, model, n_kv, n_tokens, dtype)
+                        _same_words(meta, small)
+                        yield (model, n_kv, n_tokens, dtype), meta, \
+                            {"png": fewer_colours(png), "phone.png": fewer_colours(phone_png)}
 
     return StateTable("kv", {
         "model": (list(KV_MODELS), list(KV_MODELS)),
         "n_kv": (n_kvs, labels),
         "context": (list(KV_CONTEXTS), [str(n) for n in KV_CONTEXTS]),
         "dtype": (list(KV_DTYPES), list(KV_DTYPES)),
-    }, states, files=("png",))
+    }, states, files=("png", "phone.png"))
 
 
 # -- the cost panel (dashboard section 3) ----------------------------------------------------------------
@@ -302,22 +326,26 @@ def cost_table() -> StateTable:
     hs = sorted({h for d in COST_D_MODELS for h in divisors(d, MAX_HEADS)})
 
     def states():
-        panel = CostPanel()
+        panel, phone = CostPanel(), phone_panel(CostPanel)
         charts: dict[bytes, bytes] = {}  # the panel's PNG's hash -> the PNG in fewer colours, made once
         for d_model in COST_D_MODELS:
             for n in COST_NS:
                 for h in divisors(d_model, MAX_HEADS):
                     meta, png = cost_view(panel, d_model, h, n)
-                    seen = hashlib.sha1(png).digest()
-                    if seen not in charts:
-                        charts[seen] = fewer_colours(png)
-                    yield (d_model, h, n), meta, {"png": charts[seen]}
+                    small, phone_png = cost_view(phone, d_model, h, n)
+                    _same_words(meta, small)
+                    for one in (png, phone_png):
+                        seen = hashlib.sha1(one).digest()
+                        if seen not in charts:
+                            charts[seen] = fewer_colours(one)
+                    yield (d_model, h, n), meta, {"png": charts[hashlib.sha1(png).digest()],
+                                                  "phone.png": charts[hashlib.sha1(phone_png).digest()]}
 
     return StateTable("cost", {
         "d_model": (list(COST_D_MODELS), [str(d) for d in COST_D_MODELS]),
         "h": (hs, [str(h) for h in hs]),
         "N": (list(COST_NS), [str(n) for n in COST_NS]),
-    }, states, files=("png",), shared=("png",))
+    }, states, files=("png", "phone.png"), shared=("png", "phone.png"))
 
 
 # -- the shape panel (dashboard section 1, lesson 02) --------------------------------------------------

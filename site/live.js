@@ -182,14 +182,18 @@ async function goLive(box, modelOf, afterUpdate) {
   }
 
   // the panel's picture: the state's PNG (or the shared one its JSON names), once decoded (so
-  // that it never flashes half-loaded)
-  async function drawImage(image, stem) {
-    const img = box.querySelector("img." + image.class);
+  // that it never flashes half-loaded); in a panel as narrow as a phone's, the chart the panel
+  // drew for a phone (its text larger for its width), when the states have one
+  const chartFor = () => (index.files.includes("phone.png") && box.clientWidth < index.phone_below ? "phone.png" : "png");
+  async function drawImage(meta, stem) {
+    const img = box.querySelector("img." + meta.image.class);
+    const suffix = chartFor();
     const next = new Image();
-    next.src = base + (image.file || stem + ".png");
+    next.src = base + (meta.files?.[suffix] || `${stem}.${suffix}`);
     await next.decode();
     img.src = next.src;
-    img.alt = image.alt;
+    img.alt = meta.image.alt;
+    img.dataset.chart = suffix;
   }
 
   async function show(next, moved, why) {
@@ -204,7 +208,7 @@ async function goLive(box, modelOf, afterUpdate) {
     const stem = state.stem;
     const mine = ++latest;
     const [meta, bytes] = await load(state);
-    if (meta.image) { await drawImage({ ...meta.image, file: meta.files?.png }, stem); }
+    if (meta.image) { await drawImage(meta, stem); }
     if (mine !== latest) { return; }  // a later move won
     const q = meta.heatmap ? drawHeatmap(meta.heatmap, bytes) : -1;
     for (const [cls, markup] of Object.entries(meta.html || {})) {
@@ -251,6 +255,17 @@ async function goLive(box, modelOf, afterUpdate) {
   before.set(values[0], values);
   controls.forEach((c, i) => c.show(labelOf(i, values[i], values), offered(index, values, i, states)));
   box.dataset.shown = states.get(key(values)).stem;
+  const img = index.files.includes("phone.png") ? box.querySelector("img") : null;
+  if (img) {  // the saved chart was drawn for a laptop: a phone gets its own, now and after a rotation
+    img.dataset.chart = "png";
+    const redraw = () => {
+      if (chartFor() !== img.dataset.chart) {
+        const stem = box.dataset.shown;
+        load(stem).then(([meta]) => (stem === box.dataset.shown ? drawImage(meta, stem) : null)).catch((e) => fail(box, e));
+      }
+    };
+    new ResizeObserver(redraw).observe(box);
+  }
   box.dataset.liveReady = "1";
 }
 

@@ -363,7 +363,7 @@ def test_the_kv_panel_is_live_and_its_states_equal_mha_core(site):
                                   dtype=np.dtype(dtype))
         assert int(shown.split(" bytes")[0].replace(",", "")) == expected, (keys[i], shown)
         assert f"Highlighted: n_kv={n_kv}, {expected / 2**30:,.2f} GiB" in meta["image"]["alt"]
-        assert (folder / f"{states[keys[i]]}.png").read_bytes().startswith(b"\x89PNG")
+        assert all((folder / f"{states[keys[i]]}.{k}").read_bytes().startswith(b"\x89PNG") for k in ("png", "phone.png"))
 
 
 def test_the_cost_panel_is_live_and_its_states_equal_mha_core(site):
@@ -381,7 +381,8 @@ def test_the_cost_panel_is_live_and_its_states_equal_mha_core(site):
     states = {tuple(v): stem for v, stem in _index(out, "cost")["states"]}
     assert set(states) == {(d, h, n) for d in COST_D_MODELS for h in divisors(d, MAX_HEADS) for n in COST_NS}
     folder = out / "assets" / "states" / "cost"
-    assert len(list(folder.glob("*.png"))) == len(COST_D_MODELS) * len(COST_NS)
+    phone = list(folder.glob("*.phone.png"))  # a laptop's chart and a phone's for every (d_model, N)
+    assert len(phone) == len(list(folder.glob("*.png"))) - len(phone) == len(COST_D_MODELS) * len(COST_NS)
     rng = np.random.default_rng(2)
     keys = sorted(states)
     for i in rng.choice(len(keys), 12, replace=False):
@@ -391,7 +392,7 @@ def test_the_cost_panel_is_live_and_its_states_equal_mha_core(site):
         macs = count_macs(MHAConfig(d_model, h), n)
         for css, what in (("mha-cost-proj", "projections"), ("mha-cost-attn", "attention"), ("mha-cost-total", "total")):
             assert int(numbers.select_one(f".{css}").get_text().replace(",", "")) == macs[what], (keys[i], what)
-        assert (folder / meta["files"]["png"]).read_bytes().startswith(b"\x89PNG")
+        assert all((folder / meta["files"][k]).read_bytes().startswith(b"\x89PNG") for k in ("png", "phone.png"))
 
 
 def _first_load_bytes(out: Path, page: Path) -> int:
@@ -765,6 +766,7 @@ def test_states_load_from_a_host_that_inflates_gz_files(site, browser):
 CHART_FACTS = """(box) => {
   const img = box.querySelector('img.mha-' + box.dataset.live + '-image');
   return {shown: box.dataset.shown, src: img.getAttribute('src'), width: img.naturalWidth, alt: img.alt,
+          chart: img.dataset.chart, shownWidth: img.getBoundingClientRect().width,
           numbers: box.querySelector('.mha-' + box.dataset.live + '-numbers').textContent,
           html: Array.from(box.querySelectorAll('.mha-' + box.dataset.live + '-numbers, div.mha-cost-by-h'))
                      .map(e => e.innerHTML).join(''),
@@ -787,15 +789,26 @@ CHART_MOVES = {
                                          ("cost", "dashboard.html")])
 def test_every_control_of_a_live_chart_panel_moves_its_figure(site, server, browser, panel, href, width):
     """A chart panel (KV, cost), at 1366 px with a mouse and keyboard, at 390 px by touch: each
-    control moved shows its state's chart (the stored PNG, decoded) with its alt text and
+    control moved shows its state's chart (the stored PNG, decoded; on the phone the chart the
+    panel drew for a phone, whose smallest text reads >= 10 CSS px as shown) with its alt text and
     numbers; no request leaves 127.0.0.1, no console error, axe finds no serious violation in
     the panel."""
+    from mha_core.ui.chart_size import text_facts
+    from mha_core.ui.cost_panel import CostPanel
+    from mha_core.ui.kv_panel import KVCachePanel
+
     assert AXE.is_file(), NO_AXE
     out, _ = site
     touch = width < 600
+    suffix = "phone.png" if touch else "png"
+    drawn = build_site._site_states().phone_panel(KVCachePanel if panel == "kv" else CostPanel).plot
+    text_px = text_facts(drawn.fig, drawn.size)["image_text_px"]  # the phone chart's smallest text, in its pixels
     page, box, outside, errors, _ = _live_page(browser, server, width, href, panel)
     box.scroll_into_view_if_needed()
     page.wait_for_selector(f".site-live[data-live={panel}][data-live-ready]", timeout=LOAD_TIMEOUT_MS)
+    if touch:  # the saved chart (a laptop's) gives way to the phone's at once
+        page.wait_for_function("(el) => el.querySelector('img').dataset.chart === 'phone.png'",
+                               arg=box.element_handle(), timeout=LOAD_TIMEOUT_MS)
     for control, how, becomes in CHART_MOVES[panel]:
         before = box.evaluate(CHART_FACTS)
         _move(page, box, control, how, touch)
@@ -803,8 +816,10 @@ def test_every_control_of_a_live_chart_panel_moves_its_figure(site, server, brow
                                arg=[box.element_handle(), before["shown"], becomes], timeout=LOAD_TIMEOUT_MS)
         after = box.evaluate(CHART_FACTS)
         meta = _meta(out, panel, after["shown"])
-        png = meta.get("files", {}).get("png", f"{after['shown']}.png")
+        png = meta.get("files", {}).get(suffix, f"{after['shown']}.{suffix}")
         assert after["src"].endswith(f"assets/states/{panel}/{png}") and after["width"] > 0, after
+        if touch:
+            assert after["shownWidth"] / after["width"] * text_px >= 10, (after, text_px)
         numbers = BeautifulSoup(meta["html"][f"mha-{panel}-numbers"], "html.parser").get_text()
         assert after["alt"] == meta["image"]["alt"] and after["numbers"] == numbers, (control, after)
         # the figure moved: its chart, its numbers, or (the cost panel's h) the row shown in bold
