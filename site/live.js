@@ -150,7 +150,7 @@ async function goLive(box, modelOf, afterUpdate) {
 
   // a state's JSON, and its weights when the panel stores any (index.files); a bundled state's
   // JSON from its bundle, loaded once for all its states
-  function load({ stem, bundle }) {
+  function load(stem, bundle) {
     if (bundle) {
       if (!bundles.has(bundle)) {
         if (bundles.size >= KEPT_BUNDLES) { bundles.delete(bundles.keys().next().value); }  // the oldest
@@ -207,7 +207,7 @@ async function goLive(box, modelOf, afterUpdate) {
     const state = states.get(key(values));
     const stem = state.stem;
     const mine = ++latest;
-    const [meta, bytes] = await load(state);
+    const [meta, bytes] = await load(stem, state.bundle);
     if (meta.image) { await drawImage(meta, stem); }
     if (mine !== latest) { return; }  // a later move won
     const q = meta.heatmap ? drawHeatmap(meta.heatmap, bytes) : -1;
