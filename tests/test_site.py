@@ -981,6 +981,8 @@ SHAPE_FACTS = """(box) => ({
   h: box.querySelector('[data-control="h"] input').max,
   N: box.querySelector('[data-control="N"] output').textContent,
   disabled: Array.from(box.querySelectorAll('[data-control] input')).filter(e => e.disabled).map(e => e.closest('[data-control]').dataset.control),
+  swipe: [getComputedStyle(box.querySelector('.mha-scroll-hint')).display !== 'none',
+          box.querySelector('.mha-scroll').scrollWidth > box.querySelector('.mha-scroll').clientWidth + 1],
 })"""
 # each move, from either page's saved view, and the state's file name (B-N-d_model-h) after it: N
 # to its end by the mouse (a click on the track's end) or a tap, one key step back on the grid (100,
@@ -995,7 +997,8 @@ SHAPE_MOVES = [("N", "end", r"^\d-128-"), ("B", "start", r"^1-1(28|00)-"), ("h",
 def test_every_control_of_the_live_shape_panel_moves_its_figure(site, server, browser, href, width):
     """At 1366 px with the mouse and the keyboard, at 390 px by touch: the states load only once
     the panel comes near the screen; each of B, N, d_model and h moved changes the summary, the
-    ledger and the boxes to its stored state's; N stops only on the grid, which the panel names;
+    ledger and the boxes to its stored state's (the ledger says "swipe sideways" only while it
+    overflows); N stops only on the grid, which the panel names;
     h follows d_model to a divisor and the status line says so; no request leaves 127.0.0.1, no
     console error, and axe finds no serious violation in the moved panel."""
     assert AXE.is_file(), NO_AXE
@@ -1033,6 +1036,8 @@ def test_every_control_of_the_live_shape_panel_moves_its_figure(site, server, br
         assert after["parts"] == stored, (control, after["shown"])
         assert all(a != b for a, b in zip(after["parts"], before["parts"], strict=True)), (control, after["shown"])
         assert after["boxes"] != before["boxes"] and after["N"] == after["shown"].split("-")[1], (control, after)
+        assert after["swipe"][0] == after["swipe"][1], f"the 'swipe sideways' line shows {after['swipe'][0]}, " \
+            f"the ledger overflows {after['swipe'][1]}"
     # the last move: d_model 16 offers its divisors up to 16 only, and h moved there, said in words
     assert after["h"] == "4" and after["status"] == "h is now 16 (was 64): the nearest settings computed with that choice.", after
     assert {u.rsplit("/", 1)[1] for u in loaded if "/shape/" in u} <= {"index.json"} | {f"{b}.json.gz" for b in states.values()}
