@@ -70,6 +70,12 @@ KERNEL_NOTE = "run this notebook to move it"
 # said once a page, over its first live panel; the next ones say only how their settings load
 COMPUTED_NOTE = ("Every setting it offers was computed by <code>mha_core</code> when this site was built, "
                  "and is loaded when the panel scrolls into view.")
+# what a live panel's button does on the site, by its text (the note over the panel says it)
+WORKING_BUTTONS = {"PNG + SVG": "saves the maps as drawn here, as a PNG and an SVG file",
+                   "write": "replays the writing, one token at a time"}
+# beside a live panel's free-text box (the write panel's prompt), which stays frozen
+FREE_TEXT_NOTE = ("Typing your own {what} needs Python running behind the page: use the live dashboard ({where}). "
+                  "Here, pick a {what} from the menu: each was computed when this site was built.")
 LOADED_NOTE = "Its settings, computed with the site as well, load when the panel scrolls into view."
 LIVE_HEATMAP_NOTE = ("The weights are stored to the nearest 1/255, so the tip shows them to 2 decimals: point "
                      "at a cell (or tap it, or Tab to a map and use the arrow keys) to read its weight and its "
@@ -162,8 +168,10 @@ class StaticWidgets:
                 "FloatTextModel", "BoundedIntTextModel", "BoundedFloatTextModel", "CheckboxModel"}
     SKIPPED = {"LayoutModel"}
 
-    def __init__(self, state: dict, heatmap_esm: dict[str, str], live: dict[str, list[str]] | None = None):
+    def __init__(self, state: dict, heatmap_esm: dict[str, str], live: dict[str, list[str]] | None = None,
+                 where: str = ""):
         self.models = state["state"]
+        self.where = where  # where to run the notebook, as HTML (_where): a free-text box says it
         self.heatmap_esm = heatmap_esm  # ESM source text -> asset file name
         self.live = live or {}  # live panel name -> its controls that the page moves (site_states)
         self.controls: list[str] = []  # "h = 8" for each setting met by render() that needs a kernel
@@ -173,6 +181,7 @@ class StaticWidgets:
         self.live_buttons: list[str] = []  # the buttons of a live panel that work on the page, met by render()
         self.buttons: list[str] = []  # the buttons met by render() (each needs a kernel)
         self.heatmaps = 0
+        self.live_heatmaps = 0  # of those, the ones in a live panel (their weights are stored as bytes)
 
     def _model(self, ref: str) -> dict:
         model_id = ref.removeprefix("IPY_MODEL_")
@@ -262,12 +271,15 @@ class StaticWidgets:
         traits["weights"] = self._buffer(model, "weights")  # float32 (h, N, N), base64
         traits["lut"] = self._buffer(model, "lut")  # 256 RGB bytes, base64
         self.heatmaps += 1
+        self.live_heatmaps += bool(self.live_panel)
         return (f'<div class="{_esc(classes)} site-heatmap" data-esm="{_esc(asset)}" '
                 f'data-state="{_esc(json.dumps(traits))}"><p class="site-noscript">{_esc(s["alt"])}</p></div>')
 
     def _control(self, name: str, s: dict, classes: str, desc: str) -> str:
         label = desc or s.get("tooltip") or name.removesuffix("Model")
         live = self._live_control(classes)
+        if live and name in ("TextModel", "TextareaModel"):
+            return self._free_text(s, classes, label, live)
         if live:  # drawn disabled as saved; assets/live.js enables it once its states are loaded
             if name == "ButtonModel":  # a button acts on the figure (the maps as files): the note names it apart
                 self.live_buttons.append(s["description"])
@@ -283,6 +295,22 @@ class StaticWidgets:
         if name == "ButtonModel":
             self.buttons.append(s["description"])
         return self._control_html(name, s, classes, desc, label, self.controls)
+
+    def _free_text(self, s: dict, classes: str, label: str, live: str) -> str:
+        """A live panel's free-text box (the write panel's prompt) stays frozen at its saved value,
+        and says beside it why (free text needs a kernel) and where to run one; next to it, a menu
+        of the values whose states were computed (``data-control``: assets/live.js fills and moves
+        it; ``site_states``: the table's labels)."""
+        note = f"site-free-text-{self.live_panel}-{live}"
+        self.live_controls.append(f"prepared {label}")
+        return (f'<div class="site-free-text"><label class="{_esc(classes)} site-control">'
+                f'<span class="site-label">{_esc(label)}</span><input type="text" disabled value="{_esc(s["value"])}" '
+                f'aria-describedby="{note}"></label>'
+                f'<label data-control="{_esc(live)}" data-widget="select" class="site-w site-control">'
+                f'<span class="site-label">prepared {_esc(label)}</span><select disabled>'
+                f'<option selected>{_esc(s["value"])}</option></select></label>'
+                f'<p class="site-free-text-note" id="{note}">{FREE_TEXT_NOTE.format(what=_esc(label), where=self.where)}'
+                "</p></div>")
 
     @staticmethod
     def _control_html(name: str, s: dict, classes: str, desc: str, label: str, settings: list[str],
@@ -359,7 +387,7 @@ def _live_note(moved: list[str], frozen: list[str], buttons: list[str], heatmaps
             f"run this notebook to use them ({where})." if still else
             f" To change its code or try values it does not offer, run the notebook itself ({where}).")
     hover = f" {LIVE_HEATMAP_NOTE}" if heatmaps else ""
-    hover += "".join(f" “{_esc(b)}” saves the maps as drawn here, as a PNG and an SVG file." for b in working)
+    hover += "".join(f" “{_esc(b)}” {WORKING_BUTTONS.get(b, 'works here too')}." for b in working)
     return (f'<p class="site-kernel-note site-live-note" role="note"><strong>A live panel</strong>: move '
             f"{_esc(', '.join(dict.fromkeys(moved)))} and the figure follows. "
             f"{COMPUTED_NOTE if first else LOADED_NOTE}{hover}{rest}</p>")
@@ -405,11 +433,11 @@ def static_widgets(nb, nb_path: Path, executed, heatmap_esm: dict[str, str], whe
                 continue
             if not views:
                 raise ValueError(f"{nb_path} cell {i}: the executed copy shows no widget")
-            renderer = StaticWidgets(state, heatmap_esm, live)
+            renderer = StaticWidgets(state, heatmap_esm, live, where=where)
             body = renderer.render(views.pop(0)["data"][WIDGET_VIEW]["model_id"])
             if renderer.live_controls:
                 note = _live_note(renderer.live_controls, renderer.controls, renderer.buttons,
-                                  renderer.heatmaps, where, first=live_panels == 0,
+                                  renderer.live_heatmaps, where, first=live_panels == 0,
                                   working=tuple(renderer.live_buttons))
                 live_panels += 1
             else:
@@ -553,7 +581,7 @@ def copy_assets(out: Path) -> dict[str, str]:
     lab = Path(HTMLExporter(template_name="lab").template_paths[0])
     css = [(lab / "static" / name).read_text(encoding="utf-8") for name in ("index.css", "theme-light.css")]
     (assets / "notebook.css").write_text("\n".join(css), encoding="utf-8")
-    for name in ("site.css", "maths.js", "site.js", "live.js"):
+    for name in ("site.css", "maths.js", "site.js", "live.js", "write.js"):
         shutil.copy2(SITE_SRC / name, assets / name)
     esm = {}
     for path in sorted(WIDGET_STATIC.iterdir()):
@@ -600,7 +628,8 @@ def build(out: Path, log=print, *, binder: str | None = None, for_teachers: bool
         log(f"  executed {p.source.name} for its widget state: {seconds:.1f} s")
     for name, facts in stored.items():
         kept = " (kept from an earlier build of the same code)" if facts["cached"] else ""
-        log(f"  live panel {name}: {facts['states']} states, {facts['bytes'] / 1e6:.1f} MB{kept}")
+        took = f", computed in {facts['seconds']} s" if "seconds" in facts else ""
+        log(f"  live panel {name}: {facts['states']} states, {facts['bytes'] / 1e6:.1f} MB{took}{kept}")
     log(f"  the live panels' states ready in {states_seconds:.1f} s")
     exporters = {exclude: _exporter(exclude) for exclude in (False, True)}  # one each: building one takes ~0.5 s
     for page in [None, *pages]:

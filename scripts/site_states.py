@@ -36,6 +36,11 @@ A table with ``bundle`` (the shape panel) stores its states' JSON many at once i
 
 The page loads ``index.json`` when the panel scrolls into view, and one state's two files (or its
 bundle, once) when the controls pick it.
+
+The write panel (``write_panel_table``) has one state per prepared prompt (``WRITE_PROMPTS``):
+its JSON's "write" holds the tokens SmolLM2 wrote, the panel's HTML of the text after each new
+token and its caption; its .u8 every new token's attention row in every layer and head, shape
+(layers, h, R). Its length, layer and head only pick from them: ``site/write.js`` draws the rows.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import json
 import re
 import shutil
 import sys
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -55,6 +61,7 @@ from pathlib import Path
 import numpy as np
 from bs4 import BeautifulSoup
 
+from mha_core.models.store import is_cached
 from mha_core.teaching.demo import DEMO_MAX_TOKENS
 from mha_core.ui.chart_size import PHONE_PX
 from mha_core.ui.controls import MAX_HEADS, divisors
@@ -62,6 +69,8 @@ from mha_core.ui.cost_panel import COST_D_MODELS, COST_NS, CostPanel
 from mha_core.ui.heads_panel import HEAD_CHOICES, HeadExplorer, toy_task, trained_available
 from mha_core.ui.kv_panel import KV_CONTEXTS, KV_DTYPES, KV_MODELS, KVCachePanel
 from mha_core.ui.shapes_panel import SHAPE_D_MODELS, SHAPE_MAX_B, SHAPE_MAX_N, ShapeExplorer
+from mha_core.ui.write_panel import EXAMPLE_PROMPT, MAX_NEW_TOKENS, MIN_ALPHA, SHADE_RGB, WritePanel
+from mha_core.ui.write_panel import MODEL as WRITE_MODEL
 
 QUANT_LEVELS = 255
 QUANT_STEP = 1 / QUANT_LEVELS
@@ -390,13 +399,78 @@ def shape_table() -> StateTable:
              f"takes every value from 1 to {SHAPE_MAX_N}.")
 
 
-LIVE: dict[str, Callable[[], StateTable]] = {"heads": heads_table, "kv": kv_table, "cost": cost_table}
+# -- the write panel (dashboard section 1, under the real heads): SmolLM2 writes after a prompt ----------
+
+# The prompts the site offers (free text needs a kernel): the panel's example and three short
+# lessons, each continued greedily by SmolLM2 for MAX_NEW_TOKENS tokens when the site is built.
+WRITE_PROMPTS = {
+    "example": EXAMPLE_PROMPT,  # a fact, then the small model rambles
+    "count": "1, 2, 3, 4, 5,",  # it counts on: each number looks back at the ones before
+    "copy": "The cat sat on the mat. The dog sat on the",  # it ends it as the first one ended (induction)
+    "story": "Once upon a time, there was a little",  # a story, as its training texts go on
+}
+
+
+def write_panel_view(panel: WritePanel, prompt: str) -> tuple[dict, np.ndarray]:
+    """What the panel writes after ``prompt``, by the panel itself (``write``, then ``redraw``):
+    (meta, rows), rows of shape (layers, h, R): every new token's attention row, one after another
+    (row k, from 0, has n_prompt + k entries; R is their sum). meta["write"] holds the tokens, the
+    panel's HTML of the text at each length, and its caption with ``{layer}`` and ``{head}`` in
+    place of the rows' layer and head (checked against the panel's own at two of them)."""
+    panel.prompt.value = prompt
+    panel.length.value = MAX_NEW_TOKENS
+    if not panel.write():
+        raise ValueError(f"the write panel refused {prompt!r}: {panel.status.value}")
+    m = panel.model()
+    steps, n_prompt = panel.steps, len(panel.prompt_ids)
+    ids = np.asarray([*panel.prompt_ids, *(s.id for s in steps)], dtype=np.int64)
+    texts = []
+    for k in range(1, len(steps) + 1):  # the text as the panel shows it after k new tokens
+        panel.steps = steps[:k]
+        panel.redraw()
+        texts.append(panel.text.value)
+    panel.steps = steps
+    caption = None
+    for layer, head in ((0, 0), (m.n_layers - 1, m.n_heads - 1)):
+        panel.layer.value, panel.head.value = layer, head  # each move redraws
+        shown = panel.caption.value.replace(f"layer {layer}, head {head}", "layer {layer}, head {head}")
+        if caption not in (None, shown) or shown.count("{layer}") != 1:
+            raise ValueError(f"the write panel's caption names its layer and head in an unknown way: {shown}")
+        caption = shown
+    panel.layer.value = panel.head.value = 0
+    rows = np.concatenate([s.weights for s in steps], axis=-1)  # (layers, h, R)
+    meta = {"write": {"prompt": prompt, "tokens": m.tokens(ids), "n_prompt": n_prompt,
+                      "shape": list(rows.shape), "texts": texts, "caption": caption,
+                      "shade": list(SHADE_RGB), "min_alpha": MIN_ALPHA}}
+    return meta, rows
+
+
+def write_panel_table() -> StateTable | None:
+    """The write panel's prompts (``WRITE_PROMPTS``), one state each; None without SmolLM2 (the
+    panel then shows its "run `make models`" message, frozen)."""
+    if not is_cached(WRITE_MODEL):
+        return None
+
+    def states():
+        panel = WritePanel()
+        for name, prompt in WRITE_PROMPTS.items():
+            meta, rows = write_panel_view(panel, prompt)
+            yield (name,), meta, {"u8": quantise(rows)}
+
+    return StateTable("write", {"prompt": (list(WRITE_PROMPTS), list(WRITE_PROMPTS.values()))}, states,
+                      view=("length", "layer", "head", "run"), files=("u8",))
+
+
+LIVE: dict[str, Callable[[], StateTable | None]] = {"heads": heads_table, "kv": kv_table, "cost": cost_table}
+LIVE["write"] = write_panel_table
 LIVE["shape"] = shape_table
 
 
 def live_tables() -> dict[str, StateTable]:
-    """The live panels' tables, by panel name (cheap: their states are computed when written)."""
-    return {name: make() for name, make in LIVE.items()}
+    """The live panels' tables, by panel name (cheap: their states are computed when written);
+    a panel whose table is None (its model is not here) stays frozen."""
+    tables = {name: make() for name, make in LIVE.items()}
+    return {name: table for name, table in tables.items() if table is not None}
 
 
 CACHE = Path(__file__).resolve().parents[1] / "build" / "site-states"  # states of earlier builds
@@ -423,12 +497,13 @@ def code_digest() -> str:
 def _write_live(name: str, out: Path, cache: Path | None) -> dict:
     """``LIVE[name]``'s table into ``out`` (in a worker process: a table is made there, not sent),
     copied from ``cache`` when an earlier build with the same code stored it there, else computed
-    and stored there too. Returns {states, bytes, cached}."""
+    and stored there too. Returns {states, bytes, seconds (to compute them, kept with them), cached}."""
     kept = cache / name if cache else None
     if kept and (kept / "done.json").exists():
         shutil.copytree(kept, out / name, ignore=shutil.ignore_patterns("done.json"))
         return {**json.loads((kept / "done.json").read_text(encoding="utf-8")), "cached": True}
-    facts = write_table(LIVE[name](), out)
+    start = time.perf_counter()
+    facts = {**write_table(LIVE[name](), out), "seconds": round(time.perf_counter() - start, 1)}  # kept with it
     if kept:
         shutil.rmtree(kept, ignore_errors=True)
         shutil.copytree(out / name, kept)

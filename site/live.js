@@ -12,6 +12,7 @@
 const STATES = "assets/states/";
 const KEPT_STATES = 32;  // states kept in memory per panel (a phone need not hold all 674 heatmaps)
 const KEPT_BUNDLES = 4;  // bundles of states kept in memory per panel (the shape panel's: 1.5 MB of HTML each)
+const OWN_SCRIPTS = { write: "./write.js" };  // panels that draw their states themselves, loaded with them
 
 const key = (values) => JSON.stringify(values);
 
@@ -144,6 +145,7 @@ async function goLive(box, modelOf, afterUpdate) {
   let values = [];
   controls.forEach((c, i) => values.push(valueOf(i, c.label(), values)));  // in order: labels may need the first
   let latest = 0;
+  let drawOwn = null;  // the panel's own drawing (OWN_SCRIPTS), given each state loaded
   // the last values under each value of the first control (the weights' kind): going back to
   // one brings its settings back, as the notebook's panel does
   const before = new Map();
@@ -224,6 +226,7 @@ async function goLive(box, modelOf, afterUpdate) {
       query.selectedIndex = q + 1;
     }
     box.dataset.shown = stem;
+    if (drawOwn) { drawOwn(meta, bytes); }
   }
 
   controls.forEach((c, i) => c.listen((label) => {
@@ -251,6 +254,9 @@ async function goLive(box, modelOf, afterUpdate) {
     note.className = "site-live-grid";
     note.textContent = index.note;
     status.before(note);
+  }
+  if (OWN_SCRIPTS[box.dataset.live]) {
+    drawOwn = (await import(OWN_SCRIPTS[box.dataset.live])).start(box, index, () => load(states.get(key(values)).stem));
   }
   before.set(values[0], values);
   controls.forEach((c, i) => c.show(labelOf(i, values[i], values), offered(index, values, i, states)));

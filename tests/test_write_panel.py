@@ -91,6 +91,11 @@ def test_row_html_shades_by_weight_and_checks_its_input():
     assert "rgba(33,102,172,1.00)" in row and "title='0: a (0.100)'" in row
     with pytest.raises(ValueError, match="weights has 2 entries for 3 tokens"):
         W.row_html(["a", "b", "c"], np.array([0.5, 0.5]), "d", 1)
+    # the static site stores weights to 1/255 and shows 2 decimals
+    assert "title='0: a (0.10)'" in W.row_html(["a", "b", "c"], np.array([0.1, 0.7, 0.2]), "d", 4, digits=2)
+    for bad in (-1, 7, 2.0, True):
+        with pytest.raises(ValueError, match="digits must be an int"):
+            W.row_html(["a"], np.array([1.0]), "d", 1, digits=bad)
 
 
 @pytest.mark.parametrize("prompt, message", [("", "the sentence is empty"), ("w " * 120, "over the cap")])

@@ -44,7 +44,7 @@ def _escape(token: str) -> str:
     return html.escape(token.replace("\n", "\\n").replace("\t", "\\t"), quote=True)
 
 
-def row_html(tokens: list[str], weights: np.ndarray, new: str, step: int) -> str:
+def row_html(tokens: list[str], weights: np.ndarray, new: str, step: int, digits: int = 3) -> str:
     """One written token and the chosen head's attention over the tokens before it, as HTML.
 
     Parameters
@@ -53,7 +53,11 @@ def row_html(tokens: list[str], weights: np.ndarray, new: str, step: int) -> str
     weights : ndarray of shape (t,), the attention row (sums to 1)
     new : str, the new token
     step : int, its number among the new tokens (from 1)
+    digits : int, default 3, the decimals of each key's weight in its title (the static site,
+        which stores weights to the nearest 1/255, shows 2)
     """
+    if isinstance(digits, bool) or not isinstance(digits, int) or not 0 <= digits <= 6:
+        raise ValueError(f"digits must be an int from 0 to 6, got {digits!r}")
     if len(tokens) != weights.shape[-1]:
         raise ValueError(f"weights has {weights.shape[-1]} entries for {len(tokens)} tokens")
     top = float(weights.max()) or 1.0
@@ -63,7 +67,7 @@ def row_html(tokens: list[str], weights: np.ndarray, new: str, step: int) -> str
         alpha = float(w) / top
         style = (f"background:rgba({SHADE_RGB[0]},{SHADE_RGB[1]},{SHADE_RGB[2]},{alpha:.2f});"
                  f"color:{'#fff' if alpha > 0.5 else 'inherit'}") if alpha >= MIN_ALPHA else ""
-        spans.append(f"<span class='mha-write-key' title='{i}: {_escape(tok)} ({float(w):.3f})' "
+        spans.append(f"<span class='mha-write-key' title='{i}: {_escape(tok)} ({float(w):.{digits}f})' "
                      f"style='{style};white-space:pre-wrap'>{_escape(tok)}</span>")
     summary = (f"new token {step}, {_escape(new)}: most weight on token {k}, {_escape(tokens[k])} "
                f"({float(weights[k]):.2f})")
