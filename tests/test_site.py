@@ -1194,7 +1194,10 @@ def test_the_shape_panel_is_live_and_its_states_equal_mha_core(site):
     out, summary = site
     grid = build_site._site_states().SHAPE_SITE_NS
     states = _shape_states(out)
-    assert summary["states"]["shape"]["states"] == len(states)
+    facts = summary["states"]["shape"]
+    print(f"\nshape panel: {facts['states']:,} states, {facts['bytes']:,} bytes, computed in {facts.get('seconds')} s"
+          f"{' (kept from an earlier build)' if facts['cached'] else ''} (under load if the machine is busy)")
+    assert facts["states"] == len(states)
     assert set(states) == {(b, n, d, h) for b in range(1, SHAPE_MAX_B + 1) for n in grid
                            for d in SHAPE_D_MODELS for h in divisors(d, MAX_HEADS)}
     assert {10, 100} <= set(grid) and f"N moves over {len(grid)} computed values here" in _index(out, "shape")["note"]
