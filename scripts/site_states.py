@@ -9,7 +9,8 @@ up and hands it to the widget's own ``heatmap.js``.
 The files, under ``assets/states/<panel>/`` of the site:
 
     index.json     the controls (name, values in the panel's order, labels) and the states:
-                   [[value of each control, ...], "file stem"], one entry per state
+                   [[value of each control, ...], "file stem"], one entry per state (and the
+                   name of its bundle, third, for a table with ``bundle``)
     <stem>.json.gz a state's small things: "html" {a widget's CSS class: its new HTML} (captions,
                    numbers), "texts" {control: its new text}, and for a heatmap its labels,
                    title, alt text and shape, for a picture its alt text
@@ -27,8 +28,14 @@ A state's JSON and weights are gzipped (``PACKED``: HTML and random-looking byte
 times; a PNG is compressed already), and the page inflates them (``DecompressionStream``).
 ``read_state`` reads one back as the page sees it.
 
-The page loads ``index.json`` when the panel scrolls into view, and one state's two files when
-the controls pick it.
+A table with ``bundle`` (the shape panel) stores its states' JSON many at once instead:
+
+    <bundle>.json.gz  {stem: what <stem>.json.gz would hold} (the shape panel: one file per d_model
+                   and h, its B x N states; states that differ in one number compress together
+                   3 times better than alone)
+
+The page loads ``index.json`` when the panel scrolls into view, and one state's two files (or its
+bundle, once) when the controls pick it.
 
 The write panel (``write_panel_table``) has one state per prepared prompt (``WRITE_PROMPTS``):
 its JSON's "write" holds the tokens SmolLM2 wrote, the panel's HTML of the text after each new
@@ -63,6 +70,7 @@ from mha_core.ui.cost_panel import COST_D_MODELS, COST_NS, CostPanel
 from mha_core.ui.heads_panel import HEAD_CHOICES, HeadExplorer, toy_task, trained_available
 from mha_core.ui.kv_panel import KV_CONTEXTS, KV_DTYPES, KV_MODELS, KVCachePanel
 from mha_core.ui.real_heads_panel import EXAMPLE, MODELS, RealHeadsPanel
+from mha_core.ui.shapes_panel import SHAPE_D_MODELS, SHAPE_MAX_B, SHAPE_MAX_N, ShapeExplorer
 from mha_core.ui.write_panel import EXAMPLE_PROMPT, MAX_NEW_TOKENS, MIN_ALPHA, SHADE_RGB, WritePanel
 from mha_core.ui.write_panel import MODEL as WRITE_MODEL
 
@@ -87,6 +95,12 @@ class StateTable:
         JSON-able dict, ``files`` {suffix: bytes} ("u8": ``quantise(weights)``, "png")
     view : controls that act on the drawing, not the state (the outlined query row, the maps as
         files: the widget's own script draws them); the page moves them too
+    bundle : values -> the name of the bundle file that holds the state's JSON (None: a file per
+        state). Only for a table whose states have no other files.
+    recall : True: going back to a value of the first control brings back the settings the others
+        had under it (the heads panel's weights); False: the others stay (the shape panel's B)
+    note : a sentence the page shows above the controls once they are live (a grid: which values
+        a control moves over here, and which the notebook offers)
     """
 
     panel: str
@@ -97,6 +111,9 @@ class StateTable:
     # of those, the suffixes whose files many states share (the cost chart is the same for every
     # h): stored once, named by their content, and named in each state's JSON ("files")
     shared: tuple[str, ...] = ()
+    bundle: Callable[[tuple], str] | None = None
+    recall: bool = True
+    note: str = ""
 
     @property
     def live_controls(self) -> list[str]:
@@ -132,16 +149,28 @@ def read_state(folder: Path, stem: str, suffix: str) -> bytes:
     return (folder / f"{stem}.{suffix}").read_bytes()
 
 
+def read_bundle(folder: Path, bundle: str) -> dict[str, dict]:
+    """A bundle of states' JSON in a panel's ``folder``, as the page reads it: {stem: JSON}."""
+    return json.loads(gzip.decompress((folder / f"{bundle}.json.gz").read_bytes()))
+
+
 def write_table(table: StateTable, out: Path) -> dict:
     """Write ``table`` into ``out/<panel>/`` (see the module docstring). Returns {states, bytes}."""
     folder = out / table.panel
     folder.mkdir(parents=True, exist_ok=True)
+    if table.bundle and table.files:
+        raise ValueError(f"{table.panel}: a bundled table stores only its states' JSON, not {table.files}")
     entries, size = [], 0
+    bundles: dict[str, dict[str, dict]] = {}  # bundle name -> {stem: the state's JSON}
     for values, meta, files in table.states():
         if len(values) != len(table.controls) or set(files) != set(table.files):
             raise ValueError(f"{table.panel}: state {values} has {len(values)} values for "
                              f"{len(table.controls)} controls and files {sorted(files)}, not {table.files}")
         name = stem(values)
+        if table.bundle:
+            bundles.setdefault(table.bundle(values), {})[name] = meta
+            entries.append([list(values), name, table.bundle(values)])
+            continue
         files = dict(files)  # the caller's dict stays as it was
         named = {}
         for suffix in table.shared:  # one file per distinct content
@@ -158,10 +187,14 @@ def write_table(table: StateTable, out: Path) -> dict:
             (folder / f"{name}.{suffix}").write_bytes(data)
             size += len(data)
         entries.append([list(values), name])
+    for bundle, metas in bundles.items():
+        data = packed(json.dumps(metas, separators=(",", ":")).encode())
+        (folder / f"{bundle}.json.gz").write_bytes(data)
+        size += len(data)
     index = {"panel": table.panel, "files": list(table.files), "scale": QUANT_LEVELS, "digits": TIP_DIGITS,
              "phone_below": PHONE_PX,
              "controls": [{"name": k, "values": v, "labels": labels} for k, (v, labels) in table.controls.items()],
-             "states": entries}
+             "states": entries, "recall": table.recall, "note": table.note}
     (folder / "index.json").write_text(json.dumps(index, separators=(",", ":")), encoding="utf-8")
     return {"states": len(entries), "bytes": size + (folder / "index.json").stat().st_size}
 
@@ -326,6 +359,48 @@ def cost_table() -> StateTable:
     }, states, files=("png", "phone.png"), shared=("png", "phone.png"))
 
 
+# -- the shape panel (dashboard section 1, lesson 02) --------------------------------------------------
+
+# N on the site: every value 1..SHAPE_MAX_N is 29,696 states with every B, d_model and h, about
+# 19 MB even bundled as below (650 to 670 B a state); these 16 are 3,712 states, 2.6 MB. They hold
+# the panel's default N (10), lesson 02's N (5) and the worked example's (100), and reach the
+# ends, 1 and 128.
+SHAPE_SITE_NS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64, 100, 128)
+
+
+def shape_view(panel: ShapeExplorer, B: int, N: int, d_model: int, h: int) -> dict:
+    """What the panel shows at one state, by the panel itself: the HTML of its summary line, its
+    ledger and its boxes."""
+    _shown(panel, {"B": B, "N": N, "d_model": d_model, "h": h})
+    return {"html": {"mha-shape-summary": panel.summary.value, "mha-shape-ledger": panel.ledger.value,
+                     "mha-shape-boxes": panel.boxes.value}}
+
+
+def shape_table() -> StateTable:
+    """Every B, d_model and h (its divisors up to MAX_HEADS) of the shape panel, and N on
+    ``SHAPE_SITE_NS``: 3,712 states, bundled by (d_model, h) (one file of its 64 states)."""
+    hs = sorted({h for d in SHAPE_D_MODELS for h in divisors(d, MAX_HEADS)})
+    Bs = list(range(1, SHAPE_MAX_B + 1))
+    shown = ", ".join(map(str, SHAPE_SITE_NS[:-1])) + f" and {SHAPE_SITE_NS[-1]}"
+
+    def states():
+        panel = ShapeExplorer()
+        for d_model in SHAPE_D_MODELS:
+            for h in divisors(d_model, MAX_HEADS):  # the layer's weights are made once per (d_model, h)
+                for n in SHAPE_SITE_NS:
+                    for B in Bs:  # innermost: neighbours differ in fewer numbers, and compress better
+                        yield (B, n, d_model, h), shape_view(panel, B, n, d_model, h), {}
+
+    return StateTable("shape", {
+        "B": (Bs, [str(B) for B in Bs]),
+        "N": (list(SHAPE_SITE_NS), [str(n) for n in SHAPE_SITE_NS]),
+        "d_model": (list(SHAPE_D_MODELS), [str(d) for d in SHAPE_D_MODELS]),
+        "h": (hs, [str(h) for h in hs]),
+    }, states, bundle=lambda values: f"{values[2]}-{values[3]}", recall=False,
+        note=f"N moves over {len(SHAPE_SITE_NS)} computed values here ({shown}); in the notebook it "
+             f"takes every value from 1 to {SHAPE_MAX_N}.")
+
+
 # -- the write panel (dashboard section 1, under the real heads): SmolLM2 writes after a prompt ----------
 
 # The prompts the site offers (free text needs a kernel): the panel's example and three short
@@ -390,6 +465,7 @@ def write_panel_table() -> StateTable | None:
 
 LIVE: dict[str, Callable[[], StateTable | None]] = {"heads": heads_table, "kv": kv_table, "cost": cost_table}
 LIVE["write"] = write_panel_table
+LIVE["shape"] = shape_table
 
 
 def live_tables() -> dict[str, StateTable]:

@@ -11,6 +11,7 @@
 
 const STATES = "assets/states/";
 const KEPT_STATES = 32;  // states kept in memory per panel (a phone need not hold all 674 heatmaps)
+const KEPT_BUNDLES = 4;  // bundles of states kept in memory per panel (the shape panel's: 1.5 MB of HTML each)
 const OWN_SCRIPTS = { write: "./write.js" };  // panels that draw their states themselves, loaded with them
 
 const key = (values) => JSON.stringify(values);
@@ -35,7 +36,11 @@ async function fetchPacked(url) {
 }
 
 // One control as drawn by build_site.py: read its label, show a value among `labels`, lock it.
-function controlOf(el) {
+// An integer slider whose `values` have gaps (a grid: the shape panel's N) moves over their
+// indices, as a selection slider does, so that it stops only at the values computed.
+function controlOf(el, values) {
+  const gapless = values.every((v, j) => j === 0 || v === values[j - 1] + 1);
+  if (el.dataset.widget === "int" && !gapless) { el.dataset.widget = "selection"; }
   const kind = el.dataset.widget;
   const range = el.querySelector("input[type=range]");
   const output = el.querySelector("output");
@@ -133,11 +138,12 @@ function offered(index, values, i, states) {
 async function goLive(box, modelOf, afterUpdate) {
   const base = STATES + box.dataset.live + "/";
   const index = await fetchOk(base + "index.json", "json");
-  const states = new Map(index.states.map(([values, stem]) => [key(values), { values, stem }]));
-  const controls = index.controls.map((c) => controlOf(box.querySelector(`[data-control="${c.name}"]`)));
+  const states = new Map(index.states.map(([values, stem, bundle]) => [key(values), { values, stem, bundle }]));
+  const controls = index.controls.map((c) => controlOf(box.querySelector(`[data-control="${c.name}"]`), c.values));
   const query = box.querySelector('[data-control="query"] select');  // the heatmap's outlined row
   const status = box.querySelector(".site-live-status");
   const loaded = new Map();  // stem -> Promise of [meta, weights or null]
+  const bundles = new Map();  // bundle -> Promise of {stem: meta}
   const valueOf = (i, label, vs) => index.controls[i].values[labelsOf(index, i, vs).indexOf(label)];
   const labelOf = (i, value, vs) => labelsOf(index, i, vs)[index.controls[i].values.indexOf(value)];
   let values = [];
@@ -148,8 +154,16 @@ async function goLive(box, modelOf, afterUpdate) {
   // one brings its settings back, as the notebook's panel does
   const before = new Map();
 
-  // a state's JSON, and its weights when the panel stores any (index.files)
-  function load(stem) {
+  // a state's JSON, and its weights when the panel stores any (index.files); a bundled state's
+  // JSON from its bundle, loaded once for all its states
+  function load(stem, bundle) {
+    if (bundle) {
+      if (!bundles.has(bundle)) {
+        if (bundles.size >= KEPT_BUNDLES) { bundles.delete(bundles.keys().next().value); }  // the oldest
+        bundles.set(bundle, fetchPacked(base + bundle + ".json.gz").then((b) => JSON.parse(new TextDecoder().decode(b))));
+      }
+      return bundles.get(bundle).then((metas) => [metas[stem], null]);
+    }
     if (!loaded.has(stem)) {
       if (loaded.size >= KEPT_STATES) { loaded.delete(loaded.keys().next().value); }  // the oldest
       const weights = index.files.includes("u8") ? fetchPacked(base + stem + ".u8.gz") : null;
@@ -196,9 +210,10 @@ async function goLive(box, modelOf, afterUpdate) {
     const changes = values.map((v, i) => (i !== moved && v !== was[i]
       ? `${index.controls[i].name} is now ${labelOf(i, v, values)} (was ${labelOf(i, was[i], was)})` : null)).filter(Boolean);
     status.textContent = changes.length ? `${changes.join("; ")}: ${why}.` : "";
-    const stem = states.get(key(values)).stem;
+    const state = states.get(key(values));
+    const stem = state.stem;
     const mine = ++latest;
-    const [meta, bytes] = await load(stem);
+    const [meta, bytes] = await load(stem, state.bundle);
     if (meta.image) { await drawImage(meta, stem); }
     if (mine !== latest) { return; }  // a later move won
     const q = meta.heatmap ? drawHeatmap(meta.heatmap, bytes) : -1;
@@ -220,7 +235,7 @@ async function goLive(box, modelOf, afterUpdate) {
 
   controls.forEach((c, i) => c.listen((label) => {
     const value = valueOf(i, label, values);
-    const back = i === 0 ? before.get(value) : undefined;
+    const back = i === 0 && index.recall !== false ? before.get(value) : undefined;
     const want = back ? back.slice() : values.slice();
     want[i] = value;
     const why = back ? "the settings it had before" : "the nearest settings computed with that choice";
@@ -238,6 +253,12 @@ async function goLive(box, modelOf, afterUpdate) {
     download.disabled = false;
   }
   if (!states.has(key(values))) { throw new Error(`the saved settings ${key(values)} are not among the states`); }
+  if (index.note) {  // which values a control moves over here (a grid), said above the controls
+    const note = document.createElement("p");
+    note.className = "site-live-grid";
+    note.textContent = index.note;
+    status.before(note);
+  }
   if (OWN_SCRIPTS[box.dataset.live]) {
     drawOwn = (await import(OWN_SCRIPTS[box.dataset.live])).start(box, index, () => load(states.get(key(values)).stem));
   }

@@ -62,6 +62,10 @@ function markScrollers() {
       ["tabindex", "role", "aria-label", "data-scroller"].forEach((a) => el.removeAttribute(a));
     }
   });
+  document.querySelectorAll(".mha-table").forEach((box) => {  // a panel's table: its "swipe" line
+    const inner = box.querySelector(".mha-scroll");
+    box.classList.toggle("mha-overflows", !!inner && inner.scrollWidth > inner.clientWidth + 1);
+  });
 }
 
 async function start() {

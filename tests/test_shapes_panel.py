@@ -109,3 +109,25 @@ def test_shape_explorer_h_follows_d_model_and_its_ledger_is_the_trace():
     assert panel_ledger == m.trace_shapes(x, m.init_params(m.MHAConfig(64, 4), 0), 4)
     assert probe.refresh(h=5) is False  # refused, the previous figures stay
     assert "h=5 does not divide d_model=64" in plain_text(probe.status.value)
+
+
+def test_the_panels_layer_weights_are_made_once_per_d_model_and_h():
+    """A move of B or N reuses the layer's weights (at d_model = 1024 making them takes longer than
+    the layer's run); they are read-only, so no caller can change what the next one gets, and the
+    shapes are the same whatever the seed."""
+    S.layer_params.cache_clear()
+    first = S.shape_state(1, 4, 256, 8)
+    for B, N in ((2, 4), (1, 100), (4, 128)):
+        S.shape_state(B, N, 256, 8)
+    assert S.layer_params.cache_info().misses == 1
+    params = S.layer_params(256, 8, 1)
+    assert set(params) == {"W_Q", "W_K", "W_V", "W_O"} and params["W_Q"].shape == (256, 256)
+    with pytest.raises(ValueError, match="read-only"):
+        params["W_Q"][0, 0] = 1.0
+    assert S.shape_state(1, 4, 256, 8, seed=7)["steps"] == first["steps"]
+
+
+@pytest.mark.parametrize(("seed", "exc"), [(-1, ValueError), (1.5, TypeError), (True, TypeError), ("0", TypeError)])
+def test_shape_state_refuses_a_bad_seed(seed, exc):
+    with pytest.raises(exc, match="seed"):
+        S.shape_state(2, 10, 512, 8, seed=seed)

@@ -1393,3 +1393,155 @@ def test_a_write_slider_move_redraws_in_time(site, server, browser):
     print(f"\nrows' layer move -> {n} rows redrawn: p50 {p50:.0f} ms, p90 {p90:.0f} ms ({len(times)} moves)")
     assert p90 < 1000 and outside == [] and errors == []
     page.context.close()
+
+
+# -- the shape panel (lesson 02, the dashboard): every B, d_model and h, N on a grid --------------------
+
+SHAPE_PAGES = ("02_shape_round_trip.html", "dashboard.html")
+SHAPE_PARTS = ("mha-shape-summary", "mha-shape-ledger", "mha-shape-boxes")
+
+
+def test_a_bundled_table_stores_its_states_together_and_reads_them_back(tmp_path):
+    """A table with ``bundle`` writes one gzipped file per bundle, {stem: the state's JSON}, names
+    each state's bundle in the index, and refuses files besides the JSON (they would be lost)."""
+    states = build_site._site_states()
+    metas = {(b, n): {"html": {"mha-demo": f"<b>B={b}, N={n}</b> " * 40}} for b in (1, 2) for n in (1, 3)}
+    table = states.StateTable("demo", {"B": ([1, 2], ["1", "2"]), "N": ([1, 3], ["1", "3"])},
+                              lambda: iter([(k, m, {}) for k, m in metas.items()]),
+                              bundle=lambda values: f"b{values[0]}", recall=False, note="N moves over 2 values")
+    facts = states.write_table(table, tmp_path / "assets" / "states")
+    folder = tmp_path / "assets" / "states" / "demo"
+    assert sorted(f.name for f in folder.iterdir()) == ["b1.json.gz", "b2.json.gz", "index.json"]
+    index = _index(tmp_path, "demo")
+    assert facts["states"] == len(index["states"]) == 4 and index["recall"] is False and index["note"]
+    for values, stem, bundle in index["states"]:
+        assert states.read_bundle(folder, bundle)[stem] == metas[tuple(values)]
+    with pytest.raises(ValueError, match="bundled"):
+        states.write_table(states.StateTable("demo", {"B": ([1], ["1"])}, lambda: iter([]), files=("u8",),
+                                             bundle=lambda values: "b"), tmp_path)
+
+
+def _shape_states(out: Path) -> dict[tuple, tuple[str, str]]:
+    return {tuple(values): (stem, bundle) for values, stem, bundle in _index(out, "shape")["states"]}
+
+
+def test_the_shape_panel_is_live_and_its_states_equal_mha_core(site):
+    """Lesson 02's and the dashboard's shape panels are live (B, N, d_model, h); every B, d_model
+    and h (its divisors up to MAX_HEADS), and N on the documented grid, has a state, the saved
+    settings of both pages among them; a sample of stored states is what the panel renders now,
+    and its d_k, parameters, MACs and ledger shapes are ``shape_state``'s."""
+    from mha_core.ui.controls import MAX_HEADS, divisors
+    from mha_core.ui.shapes_panel import SHAPE_D_MODELS, SHAPE_MAX_B, ShapeExplorer, shape_state
+
+    out, summary = site
+    grid = build_site._site_states().SHAPE_SITE_NS
+    states = _shape_states(out)
+    facts = summary["states"]["shape"]
+    print(f"\nshape panel: {facts['states']:,} states, {facts['bytes']:,} bytes, computed in {facts.get('seconds')} s"
+          f"{' (kept from an earlier build)' if facts['cached'] else ''} (under load if the machine is busy)")
+    assert facts["states"] == len(states)
+    assert set(states) == {(b, n, d, h) for b in range(1, SHAPE_MAX_B + 1) for n in grid
+                           for d in SHAPE_D_MODELS for h in divisors(d, MAX_HEADS)}
+    assert {10, 100} <= set(grid) and f"N moves over {len(grid)} computed values here" in _index(out, "shape")["note"]
+    for href in SHAPE_PAGES:
+        boxes = _soup(out / href).select(".site-live[data-live=shape]")
+        assert len(boxes) == 1, href
+        controls = {c["data-control"]: c for c in boxes[0].select("[data-control]")}
+        assert set(controls) == {"B", "N", "d_model", "h"}, href
+        saved = tuple(int(controls[c].select_one("output").get_text()) for c in ("B", "N", "d_model", "h"))
+        assert saved in states, f"{href} saved {saved}, which is not computed"
+    folder = out / "assets" / "states" / "shape"
+    panel = ShapeExplorer()
+    keys = sorted(states)
+    for i in np.random.default_rng(3).choice(len(keys), 12, replace=False):
+        B, N, d_model, h = keys[i]
+        stem, bundle = states[keys[i]]
+        meta = build_site._site_states().read_bundle(folder, bundle)[stem]
+        assert panel.refresh(B=B, N=N, d_model=d_model, h=h)
+        assert meta["html"] == {css: getattr(panel, css.removeprefix("mha-shape-")).value for css in SHAPE_PARTS}
+        s = shape_state(B, N, d_model, h)
+        numbers = BeautifulSoup(meta["html"]["mha-shape-summary"], "html.parser")
+        for css, want in (("mha-dk", s["d_k"]), ("mha-params", s["params"]), ("mha-macs", s["macs"]["total"])):
+            assert int(numbers.select_one(f".{css}").get_text().replace(",", "")) == want, (keys[i], css)
+        rows = BeautifulSoup(meta["html"]["mha-shape-ledger"], "html.parser").select("table.mha-ledger tbody tr")
+        ledger = [(r.select("td")[1].get_text(), tuple(int(x) for x in re.findall(r"=([\d,]+)", r.select("td")[2].get_text().replace(",", ""))))
+                  for r in rows]
+        assert ledger == [(name, tuple(shape)) for name, shape in s["steps"]], keys[i]
+        svg = BeautifulSoup(meta["html"]["mha-shape-boxes"], "html.parser").select("svg.mha-box")
+        assert [b["data-step"] for b in svg] == [name for name, _ in s["steps"]], keys[i]
+
+
+SHAPE_FACTS = """(box) => ({
+  shown: box.dataset.shown,
+  parts: ['mha-shape-summary', 'mha-shape-ledger', 'mha-shape-boxes'].map(c => box.querySelector('.' + c).textContent),
+  boxes: Array.from(box.querySelectorAll('svg.mha-box')).map(s => s.getAttribute('aria-label')),
+  status: box.querySelector('.site-live-status').textContent,
+  grid: box.querySelector('.site-live-grid')?.textContent || '',
+  h: box.querySelector('[data-control="h"] input').max,
+  N: box.querySelector('[data-control="N"] output').textContent,
+  disabled: Array.from(box.querySelectorAll('[data-control] input')).filter(e => e.disabled).map(e => e.closest('[data-control]').dataset.control),
+  swipe: [getComputedStyle(box.querySelector('.mha-scroll-hint')).display !== 'none',
+          box.querySelector('.mha-scroll').scrollWidth > box.querySelector('.mha-scroll').clientWidth + 1],
+})"""
+# each move, from either page's saved view, and the state's file name (B-N-d_model-h) after it: N
+# to its end by the mouse (a click on the track's end) or a tap, one key step back on the grid (100,
+# not 127), B and h to their start, d_model to its end (h = 1 divides it), h to its end (64), then
+# d_model to its start: 64 does not divide 16, so h moves to 16 and the status line says so
+SHAPE_MOVES = [("N", "end", r"^\d-128-"), ("B", "start", r"^1-1(28|00)-"), ("h", "start", r"-1$"),
+               ("d_model", "end", r"-1024-1$"), ("h", "end", r"-1024-64$"), ("d_model", "start", r"^1-\d+-16-16$")]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("href", SHAPE_PAGES)
+def test_every_control_of_the_live_shape_panel_moves_its_figure(site, server, browser, href, width):
+    """At 1366 px with the mouse and the keyboard, at 390 px by touch: the states load only once
+    the panel comes near the screen; each of B, N, d_model and h moved changes the summary, the
+    ledger and the boxes to its stored state's (the ledger says "swipe sideways" only while it
+    overflows); N stops only on the grid, which the panel names;
+    h follows d_model to a divisor and the status line says so; no request leaves 127.0.0.1, no
+    console error, and axe finds no serious violation in the moved panel."""
+    assert AXE.is_file(), NO_AXE
+    out, _ = site
+    touch = width < 600
+    page, box, outside, errors, loaded = _live_page(browser, server, width, href, "shape")
+    if box.bounding_box()["y"] > 900 + 300:  # far below the first screen (live.js: a 300 px margin)
+        assert [u for u in loaded if "/shape/" in u] == [], f"states loaded before their panel came into view: {loaded[:3]}"
+    box.scroll_into_view_if_needed()
+    page.wait_for_selector(".site-live[data-live=shape][data-live-ready]", timeout=LOAD_TIMEOUT_MS)
+    facts = box.evaluate(SHAPE_FACTS)
+    assert facts["disabled"] == [] and "N moves over 16 computed values here" in facts["grid"], facts
+    folder = out / "assets" / "states" / "shape"
+    states = {stem: bundle for stem, bundle in _shape_states(out).values()}
+    moves = [*SHAPE_MOVES[:1], ("N", "key:ArrowLeft", r"^\d-100-"), *SHAPE_MOVES[1:]] if not touch else SHAPE_MOVES
+    for control, how, becomes in moves:
+        before = box.evaluate(SHAPE_FACTS)
+        if how == "end" and control == "N" and not touch:  # the mouse: a click at the track's end
+            slider = box.locator('[data-control="N"] input')
+            b = slider.bounding_box()
+            slider.click(position={"x": b["width"] - 2, "y": b["height"] / 2})
+        elif how.startswith("key:"):
+            box.locator(f'[data-control="{control}"] input').focus()
+            page.keyboard.press(how.removeprefix("key:"))
+        else:
+            _move(page, box, control, how, touch)
+        page.wait_for_function("([el, s]) => el.dataset.shown !== s", arg=[box.element_handle(), before["shown"]],
+                               timeout=LOAD_TIMEOUT_MS)
+        page.wait_for_function("([el, s]) => el.querySelector('.mha-shape-summary').textContent !== s",
+                               arg=[box.element_handle(), before["parts"][0]], timeout=LOAD_TIMEOUT_MS)
+        after = box.evaluate(SHAPE_FACTS)
+        assert re.search(becomes, after["shown"]), (control, how, before["shown"], after["shown"])
+        meta = build_site._site_states().read_bundle(folder, states[after["shown"]])[after["shown"]]
+        stored = [BeautifulSoup(meta["html"][css], "html.parser").get_text() for css in SHAPE_PARTS]
+        assert after["parts"] == stored, (control, after["shown"])
+        assert all(a != b for a, b in zip(after["parts"], before["parts"], strict=True)), (control, after["shown"])
+        assert after["boxes"] != before["boxes"] and after["N"] == after["shown"].split("-")[1], (control, after)
+        assert after["swipe"][0] == after["swipe"][1], f"the 'swipe sideways' line shows {after['swipe'][0]}, " \
+            f"the ledger overflows {after['swipe'][1]}"
+    # the last move: d_model 16 offers its divisors up to 16 only, and h moved there, said in words
+    assert after["h"] == "4" and after["status"] == "h is now 16 (was 64): the nearest settings computed with that choice.", after
+    assert {u.rsplit("/", 1)[1] for u in loaded if "/shape/" in u} <= {"index.json"} | {f"{b}.json.gz" for b in states.values()}
+    page.add_script_tag(path=str(AXE))
+    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", "axe.run('.site-live[data-live=shape]'"))
+               if v["impact"] in ("serious", "critical")]
+    assert serious == [] and outside == [] and errors == [], (serious, outside, errors)
+    page.context.close()

@@ -6,6 +6,9 @@ validates its arguments, so tests call it directly; ``ShapeExplorer`` is the pan
 
 from __future__ import annotations
 
+import functools
+import numbers
+
 import ipywidgets as widgets
 import numpy as np
 
@@ -33,6 +36,17 @@ SHAPE_MAX_N = 128
 SHAPE_D_MODELS = (16, 32, 64, 128, 256, 512, 768, 1024)
 
 
+@functools.lru_cache(maxsize=4)
+def layer_params(d_model: int, h: int, seed: int) -> dict[str, np.ndarray]:
+    """The panel's layer weights for (d_model, h), made once and read-only: they do not depend on
+    B or N, and at d_model = 1024 making them takes longer than running the layer (a move of N
+    or B reuses them)."""
+    params = init_params(MHAConfig(d_model, h), rng=seed)
+    for w in params.values():
+        w.flags.writeable = False
+    return params
+
+
 def shape_state(B: int, N: int, d_model: int, h: int, *, seed: int = 0) -> dict:
     """Everything the shape explorer shows, for one setting of its sliders.
 
@@ -45,7 +59,7 @@ def shape_state(B: int, N: int, d_model: int, h: int, *, seed: int = 0) -> dict:
     d_model : int, one of SHAPE_D_MODELS
     h : int, a divisor of d_model, at most MAX_HEADS
     seed : int, default 0
-        Seeds the input and the weights (the shapes do not depend on it).
+        Seeds the input; ``seed + 1`` the weights (``layer_params``). The shapes do not depend on it.
 
     Returns
     -------
@@ -57,10 +71,13 @@ def shape_state(B: int, N: int, d_model: int, h: int, *, seed: int = 0) -> dict:
     check_choice(d_model, "d_model", SHAPE_D_MODELS)
     h = check_int_in(h, "h", 1, MAX_HEADS)
     check_heads(d_model, h)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__} {seed!r}")
+    if seed < 0:
+        raise ValueError(f"seed must be 0 or more, got seed={seed}")
     config = MHAConfig(d_model, h)
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((B, N, d_model), dtype=np.float32)  # (B, N, d_model)
-    steps = trace_shapes(x, init_params(config, rng), h)
+    x = np.random.default_rng(seed).standard_normal((B, N, d_model), dtype=np.float32)  # (B, N, d_model)
+    steps = trace_shapes(x, layer_params(d_model, h, seed + 1), h)
     return {
         "B": B, "N": N, "d_model": d_model, "h": h, "d_k": config.d_k, "steps": steps,
         "params": count_params(config)["total"], "macs": count_macs(config, N, batch=B),
