@@ -72,7 +72,14 @@ COMPUTED_NOTE = ("Every setting it offers was computed by <code>mha_core</code> 
                  "and is loaded when the panel scrolls into view.")
 # what a live panel's button does on the site, by its text (the note over the panel says it)
 WORKING_BUTTONS = {"PNG + SVG": "saves the maps as drawn here, as a PNG and an SVG file",
-                   "write": "replays the writing, one token at a time"}
+                   "write": "replays the writing, one token at a time",
+                   # the real-heads panel's (site/real_live.js); "show heads" runs the model on typed text
+                   "show heads": "is not offered here: it runs the model on the text typed in the box",
+                   "example sentence": "shows the example sentence",
+                   "induction demo": "shows the demo's input at its strongest induction head",
+                   "back to your sentence": "returns from the demo",
+                   **{name: "opens the head with the highest score for it" for name in
+                      ("previous token", "first token", "itself", "'it' → animal")}}
 # beside a live panel's free-text box (the write panel's prompt), which stays frozen
 FREE_TEXT_NOTE = ("Typing your own {what} needs Python running behind the page: use the live dashboard ({where}). "
                   "Here, pick a {what} from the menu: each was computed when this site was built.")
@@ -220,7 +227,7 @@ class StaticWidgets:
             return f'<div class="{_esc(classes)} {box}">{inner}</div>'
         if name in ("HTMLModel", "HTMLMathModel", "LabelModel"):
             value = s["value"] if name != "LabelModel" else _esc(s["value"])
-            if not value:
+            if not value and not self.live_panel:  # in a live panel, a place for the HTML a state brings
                 return ""
             label = f'<span class="site-label">{_esc(desc)}</span> ' if desc else ""
             return f'<div class="{_esc(classes)} site-html">{label}{value}</div>'
@@ -261,6 +268,15 @@ class StaticWidgets:
         if asset is None:
             raise ValueError(f"anywidget {s.get('_anywidget_id')} runs an ESM that matches no file "
                              f"in {WIDGET_STATIC}")
+        if "layers" in s and self.live_panel:
+            # the real panel's layers x heads overview (score_grid.js), in a live panel: drawn by its
+            # own script like a heatmap (assets/site.js), moved by the panel's script
+            traits = {k: v for k, v in s.items() if not k.startswith("_") and k not in ("scores", "lut")
+                      and not isinstance(v, dict)}
+            traits["scores"] = self._buffer(model, "scores")  # float32 (layers, h), base64
+            traits["lut"] = self._buffer(model, "lut")
+            return (f'<div class="{_esc(classes)} site-scoregrid" data-esm="{_esc(asset)}" '
+                    f'data-state="{_esc(json.dumps(traits))}"><p class="site-noscript">{_esc(s["title"])}</p></div>')
         if "h" not in s:  # another client-side widget (the real panel's layers x heads overview)
             what = s.get("title") or "an interactive overview"
             return (f'<div class="{_esc(classes)}"><p class="site-noscript">{_esc(what)}: '
@@ -581,7 +597,7 @@ def copy_assets(out: Path) -> dict[str, str]:
     lab = Path(HTMLExporter(template_name="lab").template_paths[0])
     css = [(lab / "static" / name).read_text(encoding="utf-8") for name in ("index.css", "theme-light.css")]
     (assets / "notebook.css").write_text("\n".join(css), encoding="utf-8")
-    for name in ("site.css", "maths.js", "site.js", "live.js", "write.js"):
+    for name in ("site.css", "maths.js", "site.js", "live.js", "write.js", "real_live.js"):
         shutil.copy2(SITE_SRC / name, assets / name)
     esm = {}
     for path in sorted(WIDGET_STATIC.iterdir()):

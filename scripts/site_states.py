@@ -45,6 +45,7 @@ token and its caption; its .u8 every new token's attention row in every layer an
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import io
@@ -68,6 +69,7 @@ from mha_core.ui.controls import MAX_HEADS, divisors
 from mha_core.ui.cost_panel import COST_D_MODELS, COST_NS, CostPanel
 from mha_core.ui.heads_panel import HEAD_CHOICES, HeadExplorer, toy_task, trained_available
 from mha_core.ui.kv_panel import KV_CONTEXTS, KV_DTYPES, KV_MODELS, KVCachePanel
+from mha_core.ui.real_heads_panel import EXAMPLE, MODELS, RealHeadsPanel
 from mha_core.ui.shapes_panel import SHAPE_D_MODELS, SHAPE_MAX_B, SHAPE_MAX_N, ShapeExplorer
 from mha_core.ui.write_panel import EXAMPLE_PROMPT, MAX_NEW_TOKENS, MIN_ALPHA, SHADE_RGB, WritePanel
 from mha_core.ui.write_panel import MODEL as WRITE_MODEL
@@ -529,3 +531,228 @@ def write_states(names: list[str], out: Path, workers: int = 2, cache: Path | No
 def _importable(folder: str) -> None:
     if folder not in sys.path:
         sys.path.insert(0, folder)
+
+
+# -- the real-heads panel (dashboard section 1) ----------------------------------------------------------
+#
+# The site cannot run a model on free text, so the panel is live on prepared inputs: each shipped
+# model on each of REAL_SENTENCES, and the induction demo's input (on SmolLM2, as the panel runs it).
+# A state is what the panel shows at (model, input, pattern, layer, head): ``pattern`` is the score
+# the overview is coloured by (a find button sets it). Each is read back from the panel's widgets
+# (``real_view``), then stored once at the level where it stops changing (``real_split``):
+#
+#     <model>-<input>-<layer>.json.gz  "layer": what the layer's heads share (the thumbnails' title);
+#                                    "heads": per head, "head" (its label, its map's title, alt text,
+#                                    captions) and "pattern" {pattern: what also depends on it (the
+#                                    sentence under the map, the lit button)}
+#     <model>-<input>-<layer>.u8.gz    the layer's weights (h, N, N), one byte each (the big map is
+#                                    one of them)
+#     <hash>.in.json                 what the input's states share, named by every layer's JSON
+#                                    ("files"): "shared" (tokens, reading line, buttons off and
+#                                    why, ...), "pattern" {pattern: the overview}, "found" {button:
+#                                    [layer, head] that the panel's show_pattern opens, or null},
+#                                    "demo" [model, layer, head] that its induction demo opens,
+#                                    "demo_note" {model before the demo: the demo's note}
+#
+# site/real_live.js merges shared, pattern, layer, head and (head, pattern) parts into the view;
+# ``real_split`` checks, for every state, that the merge gives back exactly what the panel showed.
+
+REAL_MODELS = ("minilm", "smollm2")  # the shipped models (mha_core.ui.real_heads_panel.SHIPPED)
+# the prepared sentences (input name -> text), 10 to 16 tokens each: the example has "it" -> "animal";
+# a count, where each word follows a comma (previous token); repeated words (a head on the first copy)
+REAL_SENTENCES = {
+    "example": EXAMPLE,
+    "counting": "One, two, three, four, five, six, seven.",
+    "repeats": "The cat sat on the mat and then the cat slept.",
+    "capitals": "Paris is in France and Rome is in Italy.",
+}
+REAL_DEMO = "induction"  # the induction demo's input, after the sentences
+
+
+def real_models_available() -> bool:
+    """True when both shipped models are in the cache (``make models``); else the panel stays frozen."""
+    from mha_core.models import open_cached
+
+    try:
+        for name in REAL_MODELS:
+            open_cached(name)
+    except Exception:  # missing or broken: the panel shows its "run make models" message
+        return False
+    return True
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def real_view(panel: RealHeadsPanel) -> tuple[dict, np.ndarray]:
+    """What the real-heads panel shows now, read back from its widgets: (a flat dict of every part,
+    the thumbnails' weights (h, N, N), the big map being one of them)."""
+    if not isinstance(panel, RealHeadsPanel):
+        raise TypeError(f"panel must be a RealHeadsPanel, got {type(panel).__name__}")
+    big, thumbs, grid = panel.big_map, panel.thumbs, panel.overview
+    layer_w = np.frombuffer(thumbs.weights, dtype=np.float32).reshape(thumbs.h, thumbs.n, thumbs.n)  # (h, N, N)
+    big_w = np.frombuffer(big.weights, dtype=np.float32).reshape(big.h, big.n, big.n)  # (1, N, N)
+    if not np.array_equal(big_w[0], layer_w[panel.head.value]):
+        raise ValueError("the big map is not the open head of the thumbnails' layer")
+    lit = [b.description for b in [*panel.presets.values(), panel.induction] if "mha-active" in b._dom_classes]
+    view = {f"html.{css}": w.value for css, w in (
+        ("mha-real-label", panel.label), ("mha-real-about", panel.about), ("mha-real-reading-line", panel.reading),
+        ("mha-real-find-note", panel.find_note), ("mha-real-demo-note", panel.demo_note),
+        ("mha-real-tokens", panel.tokens_html), ("mha-status", panel.status))}
+    view.update({"big.title": big.title, "big.alt": big.alt, "big.captions": list(big.captions),
+                 "big.lines": list(big.lines), "big.stripe": [list(c) for c in big.stripe], "labels": list(big.labels),
+                 "thumbs.title": thumbs.title, "thumbs.alt": thumbs.alt, "thumbs.captions": list(thumbs.captions),
+                 "overview.title": grid.title, "overview.what": grid.what, "overview.scores": _b64(grid.scores),
+                 "overview.shape": [grid.layers, grid.heads], "overview.current": list(grid.current),
+                 "layer": [panel.layer.value, panel.layer.max], "head": [panel.head.value, panel.head.max],
+                 "model": panel.model.value, "sentence": panel.sentence.value, "lit": lit,
+                 "back": panel.back.layout.display != "none"})
+    for name, button in panel.presets.items():
+        view[f"preset.{name}"] = [button.disabled, button.tooltip]
+    return view, layer_w
+
+
+def real_split(views: dict[tuple[str, int, int], dict]) -> tuple[dict, dict, dict, dict, dict]:
+    """One input's views {(pattern, layer, head): view} -> each part stored once, at the level
+    where it stops changing: (shared, {pattern: part}, {layer: part}, {(layer, head): part},
+    {(pattern, layer, head): part}). Checked: merging the five gives back every view exactly."""
+    if not isinstance(views, dict) or not views:
+        raise ValueError(f"views must be a non-empty dict {{(pattern, layer, head): view}}, got {views!r}")
+    keys = next(iter(views.values())).keys()
+    text = {at: {k: json.dumps(view[k]) for k in keys} for at, view in views.items()}
+
+    def same_within(group) -> set[str]:  # the parts that never change inside any one group
+        seen: dict = {}
+        for at, view in text.items():
+            for k in keys:
+                seen.setdefault((group(at), k), set()).add(view[k])
+        return {k for k in keys if all(len(v) == 1 for (_, kk), v in seen.items() if kk == k)}
+
+    everywhere = same_within(lambda at: 0)
+    by_pattern = same_within(lambda at: at[0]) - everywhere
+    by_layer = same_within(lambda at: at[1]) - everywhere - by_pattern
+    by_head = same_within(lambda at: at[1:]) - everywhere - by_pattern - by_layer
+    rest = set(keys) - everywhere - by_pattern - by_layer - by_head
+    parts: tuple[dict, dict, dict, dict, dict] = ({}, {}, {}, {}, {})
+    for (pattern, layer, head), view in views.items():
+        for part, at, names in zip(parts, (0, pattern, layer, (layer, head), (pattern, layer, head)),
+                                   (everywhere, by_pattern, by_layer, by_head, rest), strict=True):
+            part.setdefault(at, {}).update({k: view[k] for k in names})
+    shared = parts[0].get(0, {})
+    for (pattern, layer, head), view in views.items():
+        merged = {**shared, **parts[1][pattern], **parts[2][layer], **parts[3][(layer, head)],
+                  **parts[4][(pattern, layer, head)]}
+        if merged != view:
+            raise ValueError(f"the real panel's state {(pattern, layer, head)} does not survive its split")
+    return shared, parts[1], parts[2], parts[3], parts[4]
+
+
+def real_input_states(panel: RealHeadsPanel) -> dict[tuple[str, int, int], tuple[dict, np.ndarray]]:
+    """Every (pattern, layer, head) of the input on show: {(pattern, layer, head): real_view}.
+    The patterns are those the panel measures on it (a find button's pattern stays when the
+    input changes, if it is measured there, so each can be reached)."""
+    found = panel.pattern_scores(*panel._view)
+    n_layers, h = panel.layer.max + 1, panel.head.max + 1
+    states = {}
+    for pattern in found:
+        panel.pattern = pattern  # as a find button leaves it
+        for layer in range(n_layers):
+            for head in range(h):
+                with panel._quiet():  # as a click on the overview opens a head (RealHeadsPanel._open)
+                    panel.layer.value, panel.head.value = layer, head
+                if not panel.refresh() or panel.pattern != pattern:
+                    raise ValueError(f"the real panel refused {pattern}, layer {layer}, head {head}: "
+                                     f"{panel.status.value}")
+                states[(pattern, layer, head)] = real_view(panel)
+    return states
+
+
+def real_found(panel: RealHeadsPanel) -> dict[str, list[int] | None]:
+    """The head each find button opens on the input on show (the panel's ``show_pattern``), or
+    None where the button is off."""
+    found = {}
+    for name, button in panel.presets.items():
+        best = None if button.disabled else panel.show_pattern(name)
+        found[name] = None if best is None else [int(best[0]), int(best[1])]
+    return found
+
+
+def real_table(load: Callable | None = None) -> StateTable:
+    """Each shipped model on each prepared sentence, and SmolLM2 on the induction demo's input:
+    every pattern, layer and head, one state per (model, input, layer). ``load``: the models'
+    loader (the tests pass a fake one)."""
+    inputs = [*REAL_SENTENCES, REAL_DEMO]
+    # the layer control's values: 0 .. the deepest model's last layer, known once the models are
+    # loaded (by states(), before write_table writes the index)
+    layers: list[int] = []
+    layer_labels: list[str] = []
+
+    def states():
+        panel = RealHeadsPanel(load=load, start=None)
+        for model in REAL_MODELS:
+            for name, sentence in REAL_SENTENCES.items():
+                panel.model.value = model  # as the page's menu and box change them
+                panel.sentence.value = sentence
+                if panel.mode != "sentence" or not panel.refresh():
+                    raise ValueError(f"the real panel could not show {model} on {sentence!r}: {panel.status.value}")
+                if panel.layer.max >= len(layers):
+                    layers[:] = range(panel.layer.max + 1)
+                    layer_labels[:] = [str(i) for i in layers]
+                yield from _real_input(panel, model, name, {"found": real_found(panel),
+                                                            "demo": _real_demo(panel, model)})
+        demo_notes = {}
+        for model in REAL_MODELS:  # the demo's note names the model it left, when it switched
+            panel.leave_demo()
+            panel.model.value = model
+            panel.sentence.value = EXAMPLE
+            panel.induction_demo()
+            demo_notes[model] = panel.demo_note.value
+        found = real_found(panel)  # on the demo's input
+        panel.induction_demo()  # back to the demo's head, its pattern the induction score
+        yield from _real_input(panel, panel.model.value, REAL_DEMO,
+                               {"found": found, "demo": _real_demo(panel, panel.model.value), "demo_note": demo_notes})
+
+    return StateTable("real", {
+        "model": (list(REAL_MODELS), [MODELS[m] for m in REAL_MODELS]),
+        "sentence": (inputs, [*REAL_SENTENCES.values(), "the induction demo's input"]),  # the box's menu
+        "layer": (layers, layer_labels),
+    }, states, view=("head", "run", "example", "induction", "back", "preset"), files=("u8", "in.json"),
+        shared=("in.json",))
+
+
+def _real_demo(panel: RealHeadsPanel, model: str) -> list:
+    """[model, layer, head] that the induction demo opens from ``model``, as the panel finds it
+    (and the panel left as it was: back to the input it showed)."""
+    demo = panel.mode == "induction"
+    before = (panel.model.value, panel.sentence.value, panel.layer.value, panel.head.value, panel.pattern)
+    best = panel.induction_demo()
+    if best is None:
+        raise ValueError(f"the induction demo did not run: {panel.status.value}")
+    target = [panel.model.value, int(best[0]), int(best[1])]
+    if not demo:
+        panel.leave_demo()
+        if (panel.model.value, panel.sentence.value, panel.layer.value, panel.head.value, panel.pattern) != before:
+            raise ValueError("back to your sentence did not restore the panel")
+    return target
+
+
+def _real_input(panel: RealHeadsPanel, model: str, name: str, extra: dict):
+    """The states of the input on show, one per layer: (values, meta, files)."""
+    states = real_input_states(panel)
+    views = {at: view for at, (view, _) in states.items()}
+    shared, by_pattern, by_layer, by_head, rest = real_split(views)
+    common = json.dumps({"shared": shared, "pattern": by_pattern, **extra}, separators=(",", ":")).encode()
+    n_layers, h = panel.layer.max + 1, panel.head.max + 1
+    patterns = list(by_pattern) or [next(iter(states))[0]]
+    for layer in range(n_layers):
+        weights = states[(patterns[0], layer, 0)][1]  # (h, N, N): the same for every pattern and head
+        heads = [{"head": by_head.get((layer, head), {}),
+                  "pattern": {p: rest[(p, layer, head)] for p in patterns if rest.get((p, layer, head))}}
+                 for head in range(h)]
+        yield (model, name, layer), {"layer": by_layer.get(layer, {}), "heads": heads}, \
+            {"u8": quantise(weights), "in.json": common}
+
+
+if real_models_available():
+    LIVE["real"] = real_table  # (only with both models fetched: else the panel shows "run make models", frozen)

@@ -15,6 +15,10 @@ const KEPT_BUNDLES = 4;  // bundles of states kept in memory per panel (the shap
 const OWN_SCRIPTS = { write: "./write.js" };  // panels that draw their states themselves, loaded with them
 
 const key = (values) => JSON.stringify(values);
+// panels that keep their own state, loaded when they come near the screen (the real-model panel:
+// two maps, an overview and buttons that act): their goLive takes over from this file's, given
+// its fetchOk, fetchPacked and the page's stand-in models
+const OWN_PANELS = { real: "./real_live.js" };
 
 async function fetchOk(url, as) {
   const r = await fetch(url);
@@ -311,7 +315,9 @@ export function startLivePanels(modelOf, afterUpdate) {
     for (const e of entries) {
       if (e.isIntersecting) {
         watch.unobserve(e.target);
-        goLive(e.target, modelOf, afterUpdate).catch((err) => fail(e.target, err));
+        const own = OWN_PANELS[e.target.dataset.live];
+        (own ? import(own).then((m) => m.goLive(e.target, { fetchOk, fetchPacked, modelOf, afterUpdate }))
+          : goLive(e.target, modelOf, afterUpdate)).catch((err) => fail(e.target, err));
       }
     }
   }, { rootMargin: "300px" });

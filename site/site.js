@@ -36,10 +36,9 @@ function savedModel(traits) {
 const models = new WeakMap();  // a heatmap's element -> its stand-in model (live.js moves it)
 
 async function renderHeatmaps() {
-  for (const el of document.querySelectorAll(".site-heatmap")) {
+  for (const el of document.querySelectorAll(".site-heatmap, .site-scoregrid")) {  // the overview: score_grid.js
     const traits = JSON.parse(el.dataset.state);
-    traits.weights = bytes(traits.weights);
-    traits.lut = bytes(traits.lut);
+    for (const name of ["weights", "scores", "lut"].filter((b) => b in traits)) { traits[name] = bytes(traits[name]); }
     const widget = (await import("./" + el.dataset.esm)).default;
     el.querySelector(".site-noscript")?.remove();
     const model = savedModel(traits);

@@ -902,6 +902,247 @@ def test_prints_cleanly(server, browser, href):
     page.context.close()
 
 
+# -- the real-heads panel, live on prepared sentences (site_states.real_table, site/real_live.js) ----
+
+def _real_meta(folder: Path, stem: str) -> tuple[dict, dict]:
+    """A layer's stored JSON, and its input's shared JSON, which it names."""
+    meta = json.loads(build_site._site_states().read_state(folder, stem, "json"))
+    return meta, json.loads((folder / meta["files"]["in.json"]).read_bytes())
+
+
+def _real_stored(out: Path, shown: str) -> tuple[dict, np.ndarray]:
+    """What the page should show at ``shown`` ("model-input-layer-head-pattern", as real_live.js
+    names it): the stored parts merged as the page merges them, and the open head's weights (N, N)."""
+    model, name, layer, head, pattern = shown.split("-", 4)
+    folder = out / "assets" / "states" / "real"
+    index = _index(out, "real")
+    stem = {tuple(v): s for v, s in index["states"]}[(model, name, int(layer))]
+    meta, common = _real_meta(folder, stem)
+    one = meta["heads"][int(head)]
+    view = {**common["shared"], **common["pattern"][pattern], **meta["layer"], **one["head"],
+            **one["pattern"].get(pattern, {})}
+    n = len(view["labels"])
+    w = np.frombuffer(build_site._site_states().read_state(folder, stem, "u8"), dtype=np.uint8).reshape(-1, n, n) / index["scale"]
+    return view, w[int(head)]
+
+
+def test_the_real_panel_views_are_stored_once_each_part():
+    """``real_split`` stores each part of a view at the level where it stops changing (input,
+    pattern, layer, head, head and pattern), and refuses what it cannot split."""
+    states = build_site._site_states()
+    views = {(p, layer, head): {"model": "m", "overview": p, "thumbs": layer, "label": (layer, head),
+                                "about": (p, layer, head)}
+             for p in ("a", "b") for layer in range(3) for head in range(2)}
+    shared, by_pattern, by_layer, by_head, rest = states.real_split(views)
+    assert shared == {"model": "m"} and by_pattern["b"] == {"overview": "b"} and by_layer[2] == {"thumbs": 2}
+    assert by_head[(1, 0)] == {"label": (1, 0)} and rest[("a", 2, 1)] == {"about": ("a", 2, 1)}
+    with pytest.raises(ValueError, match="views must be a non-empty dict"):
+        states.real_split({})
+    with pytest.raises(TypeError, match="panel must be a RealHeadsPanel"):
+        states.real_view(object())
+
+
+def test_the_real_panel_is_live_with_its_free_text_box_off(site):
+    """The dashboard's real-model panel is live: model, prepared sentence, layer, head and its
+    buttons carry data-control; the free-text box is disabled, and beside it the page says why
+    and where to run the live dashboard (Binder, given --binder)."""
+    out, summary = site
+    assert summary["states"]["real"]["states"] == len(_index(out, "real")["states"])
+    boxes = _soup(out / "dashboard.html").select(".site-live[data-live=real]")
+    assert len(boxes) == 1
+    heads = boxes[0].select_one(".mha-real-heads")
+    moved = {c["data-control"] for c in heads.select("[data-control]")}
+    assert moved == {"model", "sentence", "layer", "head", "run", "example", "induction", "back", "preset"}
+    assert len(heads.select('button[data-control="preset"]')) == 4
+    text = heads.select_one(".mha-real-sentence input")
+    assert text.has_attr("disabled")
+    why = " ".join(heads.find(id=text["aria-describedby"]).get_text(" ").split())
+    assert "Typing your own sentence needs Python running behind the page" in why, why
+    assert heads.find(id=text["aria-describedby"]).find(
+        "a", href=f"{BINDER}?urlpath=voila/render/notebooks/dashboard.ipynb")
+    assert heads.select_one(".mha-real-overview.site-scoregrid")  # drawn by score_grid.js, no longer frozen
+
+
+def test_the_real_panel_states_cover_every_head_and_equal_mha_core(site):
+    """Every (model, prepared input, layer) has its state, with every head and every pattern the
+    panel measures there; a sample of stored weights equals ``Model.attention`` (mha_core) to
+    half a byte step; the heads the find buttons open are those the panel's ``show_pattern``
+    finds (None where the button is off), and the induction demo's is its ``induction_demo``'s."""
+    from mha_core.models import load
+    from mha_core.ui.real_heads_panel import RealHeadsPanel
+
+    states_mod = build_site._site_states()
+    out, _ = site
+    folder = out / "assets" / "states" / "real"
+    index = _index(out, "real")
+    states = {tuple(v): s for v, s in index["states"]}
+    models = {name: load(name) for name in states_mod.REAL_MODELS}
+    expected = {(m, i, layer) for m, model in models.items() for i in states_mod.REAL_SENTENCES
+                for layer in range(model.n_layers)}
+    expected |= {("smollm2", states_mod.REAL_DEMO, layer) for layer in range(models["smollm2"].n_layers)}
+    assert set(states) == expected
+    panel = RealHeadsPanel(start=None)
+    rng = np.random.default_rng(3)
+    for (model, name, layer), stem in sorted(states.items()):
+        meta, common = _real_meta(folder, stem)
+        h = models[model].n_heads
+        assert len(meta["heads"]) == h and common["shared"]["overview.shape"] == [models[model].n_layers, h]
+        for head in range(h):  # every head, every pattern: its label, its map's title and the line under it
+            view, _ = _real_stored(out, f"{model}-{name}-{layer}-{head}-{next(iter(common['pattern']))}")
+            assert f"layer {layer}, head {head}" in view["big.title"]
+            for pattern in common["pattern"]:
+                view, _ = _real_stored(out, f"{model}-{name}-{layer}-{head}-{pattern}")
+                assert f"Layer {layer}, head {head}" in view["html.mha-real-about"]
+        if name == states_mod.REAL_DEMO or layer != int(rng.integers(0, models[model].n_layers)):
+            continue
+        sentence = states_mod.REAL_SENTENCES[name]
+        ids = models[model].encode(sentence)
+        weights = models[model].attention(ids)[layer]  # (h, N, N), by mha_core
+        n = len(ids)
+        stored = np.frombuffer(states_mod.read_state(folder, stem, "u8"), dtype=np.uint8).reshape(h, n, n) / index["scale"]
+        assert common["shared"]["labels"] == models[model].tokens(ids)
+        worst = np.abs(stored - weights).max()
+        assert worst <= 0.5 / index["scale"] + 1e-6, f"{model} {name} layer {layer}: off by {worst:.4f}"
+    for model in states_mod.REAL_MODELS:
+        for name, sentence in states_mod.REAL_SENTENCES.items():
+            panel.model.value, panel.sentence.value = model, sentence
+            assert panel.refresh()
+            _, common = _real_meta(folder, states[(model, name, 0)])
+            for pattern, button in panel.presets.items():
+                best = None if button.disabled else panel.show_pattern(pattern)
+                assert common["found"][pattern] == (None if best is None else [best[0], best[1]]), (model, name, pattern)
+    best = panel.induction_demo()
+    _, common = _real_meta(folder, states[("smollm2", states_mod.REAL_DEMO, 0)])
+    assert common["demo"] == ["smollm2", best[0], best[1]]
+
+
+REAL_FACTS = """(box) => {
+  const big = box.querySelector('.mha-real-big');
+  const cur = box.querySelector('.mha-real-overview .mha-current');
+  return {shown: box.dataset.shown, drawn: Number(big.dataset.drawn), title: big.querySelector('.mha-heatmap-title').textContent,
+          label: box.querySelector('.mha-real-label').textContent, about: box.querySelector('.mha-real-about').textContent,
+          thumbs: box.querySelectorAll('.mha-real-thumbs canvas').length,
+          overview: box.querySelector('.mha-real-overview .mha-scoregrid-title').textContent,
+          current: cur ? [Number(cur.dataset.layer), Number(cur.dataset.head)] : null,
+          off: Array.from(box.querySelectorAll('.mha-real-heads button, .mha-real-heads select, .mha-real-heads input'))
+                    .filter(e => e.disabled && !e.hidden).map(e => e.textContent || e.closest('[class*=mha-real-]').className)};
+}"""
+
+
+def _real_check(out: Path, box, facts: dict) -> None:
+    """The page shows exactly the stored state it names: the map's title, the label, the line
+    under the map, the overview's title and its outlined head, and the layer's thumbnails."""
+    view, _ = _real_stored(out, facts["shown"])
+    label = BeautifulSoup(view["html.mha-real-label"], "html.parser").get_text()
+    about = BeautifulSoup(view["html.mha-real-about"], "html.parser").get_text()
+    assert (facts["title"], facts["label"], facts["about"]) == (view["big.title"], label, about), facts
+    assert facts["overview"] == view["overview.title"] and facts["current"] == view["overview.current"], facts
+    assert facts["thumbs"] == view["head"][1] + 1, facts
+    off = sorted(name for name in ("previous token", "first token", "itself", "'it' → animal") if view[f"preset.{name}"][0])
+    assert sorted(e for e in facts["off"] if "mha-real-sentence" not in e) == off, facts  # the free-text box stays off
+
+
+def _real_do(page, box, how: str, touch: bool) -> None:
+    """One move on the real panel: a menu's option ("model:<label>", "sentence:<label>"), a slider to
+    an end ("layer:end", "head:start"), a button by its text ("button:<text>"), an overview square
+    ("square:<layer>,<head>"; by keyboard "square:down": one row down, then Enter), a thumbnail
+    ("thumb:<head>"; by keyboard "thumb:key:<head>": Tab to it, then Enter)."""
+    what, _, arg = how.partition(":")
+    box = box.locator(".mha-real-heads")  # not the write panel below it (its sliders carry data-control too)
+    tap = (lambda el: el.tap()) if touch else (lambda el: el.click())
+    if what in ("model", "sentence"):
+        box.locator(f'[data-control="{what}"] select').select_option(label=arg)
+    elif what in ("layer", "head"):
+        _move(page, box, what, arg, touch)
+    elif what == "button":
+        tap(box.locator("button", has_text=re.compile(f"^{re.escape(arg)}$")))
+    elif what == "square" and arg == "down":
+        box.locator(".mha-scoregrid-grid").focus()
+        page.keyboard.press("ArrowDown")
+        page.keyboard.press("Enter")
+    elif what == "square":
+        layer, head = arg.split(",")
+        cell = box.locator(f'.mha-scoregrid-cell[data-layer="{layer}"][data-head="{head}"]')
+        cell.scroll_into_view_if_needed()
+        tap(cell)
+    elif arg.startswith("key:"):
+        box.locator(f'.mha-real-thumbs canvas[data-head="{arg[4:]}"]').focus()
+        page.keyboard.press("Enter")
+    else:
+        canvas = box.locator(f'.mha-real-thumbs canvas[data-head="{arg}"]')
+        canvas.scroll_into_view_if_needed()
+        tap(canvas)
+
+
+# the dashboard saves MiniLM on the example at the head with the highest 'it' -> animal score;
+# each move, and what the shown state then starts with (None: back where the demo was entered)
+REAL_MOVES = [("layer:end", "minilm-example-5-"), ("head:start", "minilm-example-5-0-"),
+              ("button:previous token", "minilm-example-"), ("button:first token", "minilm-example-"),
+              ("square:0,0", "minilm-example-0-0-first token"), ("thumb:3", "minilm-example-0-3-"),
+              ("button:'it' → animal", "minilm-example-"),
+              ("sentence:One, two, three, four, five, six, seven.", "minilm-counting-"),
+              ("model:SmolLM2-135M-Instruct (writes text)", "smollm2-counting-"),
+              ("button:itself", "smollm2-counting-"), ("layer:end", "smollm2-counting-29-"),
+              ("button:induction demo", "smollm2-induction-"), ("square:down", "smollm2-induction-"),
+              ("thumb:key:1", "smollm2-induction-"), ("button:back to your sentence", None),
+              ("button:example sentence", "smollm2-example-"), ("button:induction demo", "smollm2-induction-"),
+              # MiniLM does not write text: the demo ends, its layer and head cut to MiniLM's size,
+              # the overview back on "previous token" (as RealHeadsPanel._changed and _render do)
+              ("model:all-MiniLM-L6-v2 (reads a whole sentence)", "minilm-example-")]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_control_of_the_live_real_panel_moves_its_figure(site, server, browser, width):
+    """At 1366 px with a mouse and keyboard, at 390 px by touch: the real panel's states load only
+    once it scrolls into view (the page opened at its end); every move (layer, head, each find
+    button, an overview square, a thumbnail, the prepared sentence, the model, the induction demo
+    and back, the example sentence) changes the state and redraws the map with the stored
+    state's title, label, caption and overview; the free-text box stays off; no request leaves
+    127.0.0.1, no console error, and axe finds no serious violation in the panel."""
+    assert AXE.is_file(), NO_AXE
+    out, _ = site
+    touch = width < 600
+    outside: list[str] = []
+    errors: list[str] = []
+    loaded: list[str] = []
+    page = _page(browser, server, width, outside, errors, touch=touch)
+    page.on("request", lambda r: loaded.append(r.url) if "/assets/states/real/" in r.url else None)
+    last = _soup(out / "dashboard.html").select("main [id]")[-1]["id"]  # the page opened at its end
+    _open(page, server + f"dashboard.html#{last}")
+    page.wait_for_timeout(500)
+    assert loaded == [], f"the real panel's states loaded before it came into view: {loaded[:3]}"
+    box = page.locator(".site-live[data-live=real]")
+    box.scroll_into_view_if_needed()
+    page.wait_for_selector(".site-live[data-live=real][data-live-ready]", timeout=LOAD_TIMEOUT_MS)
+    facts = box.evaluate(REAL_FACTS)
+    _real_check(out, box, facts)
+    assert box.locator('.mha-real-heads button[data-control="run"]').is_hidden()
+    entered = None
+    for how, becomes in REAL_MOVES:
+        before = box.evaluate(REAL_FACTS)
+        if how == "button:induction demo":
+            entered = before["shown"]
+        _real_do(page, box, how, touch)
+        becomes = becomes or entered
+        page.wait_for_function("([el, s, w]) => el.dataset.shown !== s && el.dataset.shown.startsWith(w)",
+                               arg=[box.element_handle(), before["shown"], becomes], timeout=LOAD_TIMEOUT_MS)
+        page.wait_for_function("([el, d]) => Number(el.querySelector('.mha-real-big').dataset.drawn) > d",
+                               arg=[box.element_handle(), before["drawn"]], timeout=LOAD_TIMEOUT_MS)
+        after = box.evaluate(REAL_FACTS)
+        assert (after["title"], after["about"]) != (before["title"], before["about"]), (how, before, after)
+        _real_check(out, box, after)
+        if how.startswith("button:") and how[7:] in ("previous token", "first token", "itself", "'it' → animal"):
+            assert after["shown"].endswith(how[7:]), (how, after)  # the overview now shows that pattern
+        if before["shown"].startswith("smollm2-induction-") and how.startswith("model:"):
+            assert after["shown"].endswith("-previous token"), after
+    assert box.locator(".mha-real-sentence input").is_disabled()
+    page.add_script_tag(path=str(AXE))
+    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", "axe.run('.site-live[data-live=real] .mha-real-heads'"))
+               if v["impact"] in ("serious", "critical")]
+    assert serious == [] and outside == [] and errors == [], (serious, outside, errors)
+    page.context.close()
+
+
 # -- the write panel (dashboard, under the real heads): SmolLM2's writing on prepared prompts ----------
 
 def _write_state(out: Path, stem: str) -> tuple[dict, np.ndarray]:
@@ -1070,7 +1311,8 @@ def test_every_control_of_the_live_write_panel_moves_it(site, server, browser, w
     touch = width < 600
     page, box, outside, errors, loaded = _live_page(browser, server, width, "dashboard.html", "write")
     assert box.bounding_box()["y"] > 900 + 300, "the panel is near the first screen: the lazy load is not tested"
-    assert loaded == [], f"states loaded before their panel came into view: {loaded[:3]}"
+    early = [u for u in loaded if "/states/write/" in u]  # the real panel above it loads its own
+    assert early == [], f"states loaded before their panel came into view: {early[:3]}"
     box.scroll_into_view_if_needed()
     page.wait_for_selector(".site-live[data-live=write][data-live-ready]", timeout=LOAD_TIMEOUT_MS)
     facts = box.evaluate(WRITE_FACTS)
