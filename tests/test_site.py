@@ -412,6 +412,26 @@ def _first_load_bytes(out: Path, page: Path) -> int:
     return page.stat().st_size + sum((out / n).stat().st_size for n in names) + fonts
 
 
+def test_no_control_on_any_page_stays_off_but_the_free_text_boxes(site):
+    """Issue 31's rule, on every page of the built site: a control drawn disabled is either one
+    that assets/live.js turns on (it carries data-control, inside a live panel: each panel's
+    browser test moves it), or a free-text box, which needs Python and says so beside it, with
+    a menu of the prepared texts next to it."""
+    out, _ = site
+    boxes = 0
+    for page in sorted(out.glob("*.html")):
+        for el in _soup(page).select("[disabled]"):
+            live = el.find_parent(class_="site-live")
+            if live and (el.has_attr("data-control") or el.find_parent(attrs={"data-control": True})):
+                continue
+            assert (el.name, el.get("type")) == ("input", "text"), f"{page.name}: {el} stays off"
+            reason = _soup(page).find(id=el.get("aria-describedby", "-"))
+            assert reason and "needs Python running" in reason.get_text(), f"{page.name}: {el} says no reason"
+            assert el.find_parent(class_="site-free-text").select_one("[data-control] select"), el
+            boxes += 1
+    assert boxes == 2, f"{boxes} free-text boxes: the real panel's sentence and the write panel's prompt"
+
+
 def test_the_site_keeps_its_size_budget(site):
     """The whole site <= 30 MB, and every page loads < 2 MB before its panels' states (a phone
     on a weak network); the states are loaded only when a panel scrolls into view."""
