@@ -56,7 +56,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +101,8 @@ class StateTable:
         had under it (the heads panel's weights); False: the others stay (the shape panel's B)
     note : a sentence the page shows above the controls once they are live (a grid: which values
         a control moves over here, and which the notebook offers)
+    because : {control: why it moves when another one does}, as the notebook's panel says it;
+        "{name}" stands for another control's value ("h must divide d_model = {d_model}")
     """
 
     panel: str
@@ -114,6 +116,7 @@ class StateTable:
     bundle: Callable[[tuple], str] | None = None
     recall: bool = True
     note: str = ""
+    because: dict[str, str] = field(default_factory=dict)
 
     @property
     def live_controls(self) -> list[str]:
@@ -194,7 +197,7 @@ def write_table(table: StateTable, out: Path) -> dict:
     index = {"panel": table.panel, "files": list(table.files), "scale": QUANT_LEVELS, "digits": TIP_DIGITS,
              "phone_below": PHONE_PX,
              "controls": [{"name": k, "values": v, "labels": labels} for k, (v, labels) in table.controls.items()],
-             "states": entries, "recall": table.recall, "note": table.note}
+             "states": entries, "recall": table.recall, "note": table.note, "because": table.because}
     (folder / "index.json").write_text(json.dumps(index, separators=(",", ":")), encoding="utf-8")
     return {"states": len(entries), "bytes": size + (folder / "index.json").stat().st_size}
 
@@ -356,7 +359,8 @@ def cost_table() -> StateTable:
         "d_model": (list(COST_D_MODELS), [str(d) for d in COST_D_MODELS]),
         "h": (hs, [str(h) for h in hs]),
         "N": (list(COST_NS), [str(n) for n in COST_NS]),
-    }, states, files=("png", "phone.png"), shared=("png", "phone.png"))
+    }, states, files=("png", "phone.png"), shared=("png", "phone.png"),
+        because={"h": "h must divide d_model = {d_model}"})
 
 
 # -- the shape panel (dashboard section 1, lesson 02) --------------------------------------------------
@@ -397,6 +401,7 @@ def shape_table() -> StateTable:
         "d_model": (list(SHAPE_D_MODELS), [str(d) for d in SHAPE_D_MODELS]),
         "h": (hs, [str(h) for h in hs]),
     }, states, bundle=lambda values: f"{values[2]}-{values[3]}", recall=False,
+        because={"h": "h must divide d_model = {d_model}"},
         note=f"N moves over {len(SHAPE_SITE_NS)} computed values here ({shown}); in the notebook it "
              f"takes every value from 1 to {SHAPE_MAX_N}.")
 

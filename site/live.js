@@ -207,9 +207,17 @@ async function goLive(box, modelOf, afterUpdate) {
     values = next;
     before.set(values[0], values);
     controls.forEach((c, i) => c.show(labelOf(i, values[i], values), offered(index, values, i, states)));
+    // each control that moved too, and why: its own reason (index.because, its {names} filled
+    // in with the controls' values), else `why`
+    const because = (name) => (index.because?.[name] || "").replace(/\{(\w+)\}/g, (_, n) => {
+      const i = index.controls.findIndex((c) => c.name === n);
+      return labelOf(i, values[i], values);
+    });
     const changes = values.map((v, i) => (i !== moved && v !== was[i]
       ? `${index.controls[i].name} is now ${labelOf(i, v, values)} (was ${labelOf(i, was[i], was)})` : null)).filter(Boolean);
-    status.textContent = changes.length ? `${changes.join("; ")}: ${why}.` : "";
+    const reasons = [...new Set(values.map((v, i) => (i !== moved && v !== was[i] ? because(index.controls[i].name) || why : null))
+      .filter(Boolean))];
+    status.textContent = changes.length ? `${changes.join("; ")}: ${reasons.join("; ")}.` : "";
     const state = states.get(key(values));
     const stem = state.stem;
     const mine = ++latest;

@@ -1558,7 +1558,7 @@ def test_every_control_of_the_live_shape_panel_moves_its_figure(site, server, br
         assert after["swipe"][0] == after["swipe"][1], f"the 'swipe sideways' line shows {after['swipe'][0]}, " \
             f"the ledger overflows {after['swipe'][1]}"
     # the last move: d_model 16 offers its divisors up to 16 only, and h moved there, said in words
-    assert after["h"] == "4" and after["status"] == "h is now 16 (was 64): the nearest settings computed with that choice.", after
+    assert after["h"] == "4" and after["status"] == "h is now 16 (was 64): h must divide d_model = 16.", after
     assert {u.rsplit("/", 1)[1] for u in loaded if "/shape/" in u} <= {"index.json"} | {f"{b}.json.gz" for b in states.values()}
     page.add_script_tag(path=str(AXE))
     serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", "axe.run('.site-live[data-live=shape]'"))
