@@ -633,6 +633,17 @@ def _live_page(browser, server, width: int, href: str, panel: str):
     return page, page.locator(f".site-live[data-live={panel}]"), outside, errors, loaded
 
 
+def _panel_clean(page, panel: str, outside: list[str], errors: list[str], part: str = "") -> None:
+    """axe finds no serious or critical violation in the live ``panel`` (in its ``part``, a CSS
+    selector inside it), no request left 127.0.0.1 and the console logged no error; then the
+    page is closed."""
+    page.add_script_tag(path=str(AXE))
+    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", f"axe.run('.site-live[data-live={panel}]{part}'"))
+               if v["impact"] in ("serious", "critical")]
+    assert serious == [] and outside == [] and errors == [], (serious, outside, errors)
+    page.context.close()
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("href", ["04_head_heatmaps.html", "dashboard.html"])
 def test_every_control_of_the_live_heads_panel_moves_its_figure(site, server, browser, href, width):
@@ -690,11 +701,7 @@ def test_every_control_of_the_live_heads_panel_moves_its_figure(site, server, br
     drawn = box.evaluate(LIVE_FACTS)["drawn"]
     box.locator('[data-control="query"] select').select_option(index=6)  # "5: ..."
     assert box.evaluate(LIVE_FACTS)["drawn"] > drawn
-    page.add_script_tag(path=str(AXE))
-    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", "axe.run('.site-live[data-live=heads]'"))
-               if v["impact"] in ("serious", "critical")]
-    assert serious == [] and outside == [] and errors == [], (serious, outside, errors)
-    page.context.close()
+    _panel_clean(page, "heads", outside, errors)
 
 
 FILES_FACTS = """async (box) => {
@@ -847,11 +854,7 @@ def test_every_control_of_a_live_chart_panel_moves_its_figure(site, server, brow
         assert after["alt"] == meta["image"]["alt"] and after["numbers"] == numbers, (control, after)
         # the figure moved: its chart, its numbers, or (the cost panel's h) the row shown in bold
         assert (after["src"], after["html"]) != (before["src"], before["html"]), (control, before, after)
-    page.add_script_tag(path=str(AXE))
-    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", f"axe.run('.site-live[data-live={panel}]'"))
-               if v["impact"] in ("serious", "critical")]
-    assert serious == [] and outside == [] and errors == [], (serious, outside, errors)
-    page.context.close()
+    _panel_clean(page, panel, outside, errors)
 
 
 REDRAW_MS = """async (box) => {
@@ -1156,11 +1159,7 @@ def test_every_control_of_the_live_real_panel_moves_its_figure(site, server, bro
         if before["shown"].startswith("smollm2-induction-") and how.startswith("model:"):
             assert after["shown"].endswith("-previous token"), after
     assert box.locator(".mha-real-sentence input").is_disabled()
-    page.add_script_tag(path=str(AXE))
-    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", "axe.run('.site-live[data-live=real] .mha-real-heads'"))
-               if v["impact"] in ("serious", "critical")]
-    assert serious == [] and outside == [] and errors == [], (serious, outside, errors)
-    page.context.close()
+    _panel_clean(page, "real", outside, errors, part=" .mha-real-heads")  # the write panel inside it has its own test
 
 
 # -- the write panel (dashboard, under the real heads): SmolLM2's writing on prepared prompts ----------
@@ -1374,11 +1373,7 @@ def test_every_control_of_the_live_write_panel_moves_it(site, server, browser, w
     page.wait_for_function("() => window.writeCounts.length > 0", timeout=LOAD_TIMEOUT_MS)
     assert page.evaluate("window.writeCounts") == [n_new]
     assert box.evaluate(WRITE_FACTS)["promptDisabled"]
-    page.add_script_tag(path=str(AXE))
-    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", "axe.run('.site-live[data-live=write]'"))
-               if v["impact"] in ("serious", "critical")]
-    assert serious == [] and outside == [] and errors == [], (serious, outside, errors)
-    page.context.close()
+    _panel_clean(page, "write", outside, errors)
 
 
 WRITE_REDRAW_MS = """async (box) => {
@@ -1560,8 +1555,4 @@ def test_every_control_of_the_live_shape_panel_moves_its_figure(site, server, br
     # the last move: d_model 16 offers its divisors up to 16 only, and h moved there, said in words
     assert after["h"] == "4" and after["status"] == "h is now 16 (was 64): h must divide d_model = 16.", after
     assert {u.rsplit("/", 1)[1] for u in loaded if "/shape/" in u} <= {"index.json"} | {f"{b}.json.gz" for b in states.values()}
-    page.add_script_tag(path=str(AXE))
-    serious = [v for v in page.evaluate(AXE_RUN.replace("axe.run(document", "axe.run('.site-live[data-live=shape]'"))
-               if v["impact"] in ("serious", "critical")]
-    assert serious == [] and outside == [] and errors == [], (serious, outside, errors)
-    page.context.close()
+    _panel_clean(page, "shape", outside, errors)
