@@ -71,7 +71,7 @@ KERNEL_NOTE = "run this notebook to move it"
 COMPUTED_NOTE = ("Every setting it offers was computed by <code>mha_core</code> when this site was built, "
                  "and is loaded when the panel scrolls into view.")
 # what a live panel's button does on the site, by its text (the note over the panel says it)
-WORKING_BUTTONS = {"PNG + SVG": "saves the maps as drawn here, as a PNG and an SVG file",
+WORKING_BUTTONS = {"PNG + SVG": "makes two links, to the maps as drawn here as a PNG file and as an SVG file",
                    "write": "replays the writing, one token at a time",
                    # the real-heads panel's (site/real_live.js); "show heads" runs the model on typed text
                    "show heads": "is not offered here: it runs the model on the text typed in the box",
@@ -84,9 +84,10 @@ WORKING_BUTTONS = {"PNG + SVG": "saves the maps as drawn here, as a PNG and an S
 FREE_TEXT_NOTE = ("Typing your own {what} needs Python running behind the page: use the live dashboard ({where}). "
                   "Here, pick a {what} from the menu: each was computed when this site was built.")
 LOADED_NOTE = "Its settings, computed with the site as well, load when the panel scrolls into view."
-LIVE_HEATMAP_NOTE = ("The weights are stored to the nearest 1/255, so the tip shows them to 2 decimals: point "
-                     "at a cell (or tap it, or Tab to a map and use the arrow keys) to read its weight and its "
-                     "two tokens; a click outlines that query's row.")
+LIVE_HEATMAP_NOTE = ("Point at a cell (or tap it, or Tab to a map and use the arrow keys) to read its weight and "
+                     "its two tokens; a click outlines that query's row. The first maps are the notebook's own, "
+                     "to 4 decimals; the weights of a setting you move to are stored to the nearest 1/255, so "
+                     "the tip then shows 2.")
 RUN_IT = "index.html#Run-it-yourself"  # the home page's section on running the course
 DEFAULT_OUT = {False: ROOT / "build" / "site", True: ROOT / "build" / "site-teachers"}  # by --for-teachers
 SOLUTIONS_NOTE = "index.html#Solutions"  # on a students' site: where the solutions are given out
@@ -145,7 +146,7 @@ def discover(root: Path = ROOT, *, for_teachers: bool = False) -> list[Page]:
                              (nbdir / "dashboard.ipynb", "dashboard", "dashboard")]:
         if path.exists() and (for_teachers or kind != "guide"):
             # the dashboard's own heading promises sliders; its page here is a static copy
-            title = "The dashboard, as static views" if kind == "dashboard" else _title_of(path)
+            title = "The dashboard, live on prepared settings" if kind == "dashboard" else _title_of(path)
             pages.append(Page(path, slug, kind, title))
     return pages
 

@@ -173,8 +173,10 @@ async function goLive(box, modelOf, afterUpdate) {
     return loaded.get(stem);
   }
 
-  // the heatmap's new traits, through the page's stand-in model: heatmap.js redraws
+  // the heatmap's new traits, through the page's stand-in model: heatmap.js redraws (and the
+  // links to files of the maps before go)
   function drawHeatmap(heatmap, bytes) {
+    box.querySelector(".site-download-links")?.replaceChildren();
     const model = modelOf(box.querySelector(".site-heatmap"));
     const w = Float32Array.from(new Uint8Array(bytes), (b) => b / index.scale);  // (h, N, N): the stored bytes, as weights
     const [h, n] = heatmap.shape;
@@ -252,7 +254,10 @@ async function goLive(box, modelOf, afterUpdate) {
   if (query) {
     const model = modelOf(box.querySelector(".site-heatmap"));
     query.addEventListener("change", () => { model.set("query", query.selectedIndex - 1); model.save_changes(); });
-    model.on("change:query", () => { query.selectedIndex = model.get("query") + 1; });
+    model.on("change:query", () => {
+      query.selectedIndex = model.get("query") + 1;
+      box.querySelector(".site-download-links")?.replaceChildren();  // they show the row outlined before
+    });
     query.disabled = false;
   }
   const download = box.querySelector('[data-control="download"]');  // the maps as PNG and SVG files
@@ -291,16 +296,18 @@ async function goLive(box, modelOf, afterUpdate) {
 // put where the notebook's button puts its links (after the button).
 async function offerFiles(box, modelOf) {
   const el = box.querySelector(".site-heatmap");
-  const { figureFiles } = await import("./" + el.dataset.esm);
-  const files = await figureFiles(modelOf(el), el);
   const button = box.querySelector('[data-control="download"]');
   let links = box.querySelector(".site-download-links");
   if (!links) {
     links = document.createElement("span");
     links.className = "site-download-links";
+    links.setAttribute("role", "status");
     button.after(links);
   }
   links.querySelectorAll("a").forEach((a) => URL.revokeObjectURL(a.href));
+  links.replaceChildren("making the files…");
+  const { figureFiles } = await import("./" + el.dataset.esm);
+  const files = await figureFiles(modelOf(el), el);
   links.replaceChildren(...["png", "svg"].flatMap((kind, i) => {
     const a = document.createElement("a");
     a.href = URL.createObjectURL(files[kind]);

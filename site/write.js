@@ -104,7 +104,7 @@ export function start(box, index, current) {
       state = { meta: meta.write, bytes };
     }
     const length = value("length");
-    if (!oneByOne || matchMedia("(prefers-reduced-motion: reduce)").matches) { draw(length); return; }
+    if (!oneByOne || length === 1 || matchMedia("(prefers-reduced-motion: reduce)").matches) { draw(length); return; }
     let k = 1;
     draw(k);
     replay = setInterval(() => { k += 1; draw(k); if (k >= length) { stop(); } }, REPLAY_MS);

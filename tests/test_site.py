@@ -307,7 +307,7 @@ def test_the_heads_panel_is_live_on_both_its_pages(site):
         first = _soup(out / href).select_one(".site-live") is boxes[0]
         assert ("computed by mha_core when this site was built" in note) == first, (href, note)
         assert first or "computed with the site" in note, (href, note)
-        assert "Still frozen" not in note and "“PNG + SVG” saves the maps" in note, note
+        assert "Still frozen" not in note and "“PNG + SVG” makes two links" in note, note
 
 
 def test_the_heads_states_cover_every_setting_and_equal_mha_core(site):
@@ -739,7 +739,7 @@ def test_the_heads_panels_png_and_svg_button_works_on_the_site(site, server, bro
     page.wait_for_function("([el, d]) => Number(el.querySelector('.site-heatmap').dataset.drawn) > d",
                            arg=[box.element_handle(), drawn], timeout=LOAD_TIMEOUT_MS)
     button = box.locator('[data-control="download"]')
-    assert button.is_enabled() and "saves the maps" in box.locator("xpath=..").locator(".site-live-note").text_content()
+    assert button.is_enabled() and "makes two links" in box.locator("xpath=..").locator(".site-live-note").text_content()
     button.focus()
     page.keyboard.press("Enter")
     page.wait_for_function("(el) => el.querySelectorAll('.site-download-links a').length === 2",
@@ -756,6 +756,9 @@ def test_the_heads_panels_png_and_svg_button_works_on_the_site(site, server, bro
     assert facts["tile"] == [n, n] and np.array_equal(pixels, colours)
     assert facts["title"] == meta["title"] and facts["labels"][1:] == [x for lab in meta["labels"] for x in (lab, lab)]
     assert min(facts["png"]) > 0 and all(t.endswith("kB)") for t in facts["texts"])
+    _move(page, box, "h", "start", touch=False)  # other maps: the links to the old ones go
+    page.wait_for_function("(el) => el.querySelectorAll('.site-download-links a').length === 0",
+                           arg=box.element_handle(), timeout=LOAD_TIMEOUT_MS)
     assert outside == [] and errors == [], (outside, errors)
     page.context.close()
 
@@ -1372,6 +1375,14 @@ def test_every_control_of_the_live_write_panel_moves_it(site, server, browser, w
     run.tap() if touch else run.click()
     page.wait_for_function("() => window.writeCounts.length > 0", timeout=LOAD_TIMEOUT_MS)
     assert page.evaluate("window.writeCounts") == [n_new]
+    page.emulate_media(reduced_motion="no-preference")  # one new token: "write" shows one row, once
+    _move(page, box, "length", "start", touch)
+    _written(page, box, f"{index['states'][1][1]}/{n_new}/{last}", "/1/")
+    box.evaluate(WRITE_COUNTS)
+    run.tap() if touch else run.click()
+    page.wait_for_function("() => window.writeCounts.length > 0", timeout=LOAD_TIMEOUT_MS)
+    page.wait_for_timeout(600)  # four replay steps' time: a second row would have come
+    assert page.evaluate("window.writeCounts") == [1]
     assert box.evaluate(WRITE_FACTS)["promptDisabled"]
     _panel_clean(page, "write", outside, errors)
 
