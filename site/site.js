@@ -62,9 +62,12 @@ function markScrollers() {
       ["tabindex", "role", "aria-label", "data-scroller"].forEach((a) => el.removeAttribute(a));
     }
   });
-  document.querySelectorAll(".mha-table").forEach((box) => {  // a panel's table: its "swipe" line
+  // a panel's table: its "swipe" line, while the table is wider than its box (the box scrolls, or
+  // the table itself: the page's CSS makes a rendered table a block that scrolls)
+  const wider = (el) => !!el && el.scrollWidth > el.clientWidth + 1;
+  document.querySelectorAll(".mha-table").forEach((box) => {
     const inner = box.querySelector(".mha-scroll");
-    box.classList.toggle("mha-overflows", !!inner && inner.scrollWidth > inner.clientWidth + 1);
+    box.classList.toggle("mha-overflows", wider(inner) || wider(inner?.firstElementChild));
   });
 }
 

@@ -857,6 +857,14 @@ def test_every_control_of_a_live_chart_panel_moves_its_figure(site, server, brow
         assert after["alt"] == meta["image"]["alt"] and after["numbers"] == numbers, (control, after)
         # the figure moved: its chart, its numbers, or (the cost panel's h) the row shown in bold
         assert (after["src"], after["html"]) != (before["src"], before["html"]), (control, before, after)
+    # each table says "swipe sideways" exactly while it is wider than its box (the cost panel's by-h
+    # table on a phone: the table itself scrolls, in the page's CSS)
+    hints = box.evaluate("""(b) => [...b.querySelectorAll('.mha-table')].map(t => {
+      const tb = t.querySelector('.mha-scroll').firstElementChild;
+      return [getComputedStyle(t.querySelector('.mha-scroll-hint')).display !== 'none', tb.scrollWidth > tb.clientWidth + 1]; })""")
+    assert all(shown == wider for shown, wider in hints), hints
+    if panel == "cost":
+        assert any(wider for _, wider in hints) == touch, hints
     _panel_clean(page, panel, outside, errors)
 
 
